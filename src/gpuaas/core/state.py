@@ -1,0 +1,118 @@
+"""What the engine knows about each workload: phase, admission, conditions and events.
+
+These records are the engine's output, written as Kueue writes a Workload's status, so that an API
+can show them unchanged. They are plain data: the engine mutates them, nothing here decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpuaas.core.objects import Workload
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"  # waiting for quota (held queues included)
+    ADMITTED = "Admitted"  # holds quota
+    EVICTING = "Evicting"  # evicted, still holds quota until its pods are gone
+    FINISHED = "Finished"
+    INACTIVE = "Inactive"  # spec.active is false
+
+
+@dataclass(slots=True)
+class Condition:
+    type: str
+    status: str  # "True" / "False"
+    reason: str
+    message: str
+    last_transition_time: float
+
+    def to_dict(self) -> dict[str, str | float]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+        }
+
+
+@dataclass(slots=True)
+class Event:
+    """A Kubernetes-style event. ``object`` is ``Kind namespace/name`` or ``Kind name``."""
+
+    time: float
+    type: str  # Normal / Warning
+    reason: str
+    object: str
+    message: str
+    workload: str | None = None  # namespace/name when the event is about a workload
+    related: str | None = None  # the other workload (preemptor of a victim, victim of a preemptor)
+
+
+@dataclass(slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: dict[str, str]  # resource -> flavor
+    count: int
+    resource_usage: dict[str, int]  # resource -> total for ``count`` pods
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "flavors": dict(self.flavors),
+            "count": self.count,
+            "resourceUsage": dict(self.resource_usage),
+        }
+
+
+@dataclass(slots=True)
+class Admission:
+    cluster_queue: str
+    pod_sets: list[PodSetAssignment]
+
+    def usage(self) -> dict[tuple[str, str], int]:
+        """Quota held, per (flavor, resource)."""
+        out: dict[tuple[str, str], int] = {}
+        for ps in self.pod_sets:
+            for res, qty in ps.resource_usage.items():
+                fr = (ps.flavors[res], res)
+                out[fr] = out.get(fr, 0) + qty
+        return out
+
+
+@dataclass(slots=True)
+class WorkloadState:
+    workload: Workload
+    uid: int  # creation sequence: Kueue's UID tie-break, deterministic here
+    created_at: float
+    priority: int  # effective priority, resolved at creation as Kueue does
+    cluster_queue: str | None = None  # resolved through the LocalQueue, None if unresolved
+    phase: Phase = Phase.PENDING
+    admission: Admission | None = None
+    admitted_at: float | None = None  # last QuotaReserved=True transition
+    admission_count: int = 0  # how many times quota was reserved
+    requeue_count: int = 0
+    preempted_by: str | None = None  # last preemptor
+    preemption_reason: str | None = None  # InClusterQueue, InCohortReclamation, ...
+    ever_preempted: bool = False
+    pending_reason: str = ""  # plain-words "why pending"
+    pending_flavors: str = ""  # flavors considered in the last attempt
+    conditions: dict[str, Condition] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+    def set_condition(
+        self, type_: str, status: str, reason: str, message: str, now: float
+    ) -> bool:
+        """Set a condition; keep its transition time when the status does not change."""
+        old = self.conditions.get(type_)
+        if old is not None and old.status == status:
+            changed = old.reason != reason or old.message != message
+            old.reason, old.message = reason, message
+            return changed
+        self.conditions[type_] = Condition(type_, status, reason, message, now)
+        return True
