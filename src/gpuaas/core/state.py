@@ -100,14 +100,18 @@ class WorkloadState:
     pending_reason: str = ""  # plain-words "why pending"
     pending_flavors: str = ""  # flavors considered in the last attempt
     conditions: dict[str, Condition] = field(default_factory=dict)
+    # Engine bookkeeping (not part of Kueue's status):
+    usage: dict[tuple[str, str], int] = field(default_factory=dict)  # quota held now
+    shape: object = None  # scheduling-equivalence key
+    last_tried: list[dict[str, int]] | None = None  # resumed flavor scan (LastTriedFlavorIdx)
+    last_generation: int = -1  # CQ allocatable generation when last_tried was recorded
+    evicted_by_preemption: bool = False  # EVICTING because of a preemption (not a drain)
 
     @property
     def key(self) -> str:
         return self.workload.key
 
-    def set_condition(
-        self, type_: str, status: str, reason: str, message: str, now: float
-    ) -> bool:
+    def set_condition(self, type_: str, status: str, reason: str, message: str, now: float) -> bool:
         """Set a condition; keep its transition time when the status does not change."""
         old = self.conditions.get(type_)
         if old is not None and old.status == status:

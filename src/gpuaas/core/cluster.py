@@ -1,0 +1,501 @@
+"""The engine's state and its one entry point: objects in, decisions (events, statuses) out.
+
+``Cluster`` holds every Kueue object, the quota tree, the pending queues and each workload's
+status. ``apply``/``delete``/``finish`` change the world; ``schedule(now)`` runs scheduling cycles
+until nothing changes at that instant, as the scenario contract defines "settled". It is pure:
+no I/O and no clock, ``now`` is always passed in. Live runtimes construct it with
+``instant_evictions=False`` and call ``confirm_stopped`` once an evicted workload's pods are gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuaas.core.cache import CQState
+from gpuaas.core.config import SchedulerConfig
+from gpuaas.core.lifecycle import Lifecycle
+from gpuaas.core.objects import (
+    ClusterQueue,
+    Cohort,
+    KueueObject,
+    LocalQueue,
+    Namespace,
+    ResourceFlavor,
+    StopPolicy,
+    Workload,
+    WorkloadPriorityClass,
+)
+from gpuaas.core.preemption import ClassicalPreemption, PreemptionSearch
+from gpuaas.core.quota import QuotaNode, quotas_of, recompute_tree
+from gpuaas.core.scheduler import Entry, Scheduler, classical_order_key
+from gpuaas.core.state import Admission, Event, Phase, WorkloadState
+
+MAX_CYCLES_PER_INSTANT = 100_000
+
+
+class ApplyError(ValueError):
+    """An update the engine refuses (as Kueue's webhooks would), with the field and reason."""
+
+    def __init__(self, obj: str, field: str, reason: str) -> None:
+        super().__init__(f"{obj}: {field}: {reason}")
+        self.obj, self.field, self.reason = obj, field, reason
+
+
+def shape_of(wl: Workload, priority: int) -> object:
+    """The scheduling-equivalence key (Kueue's scheduling hash inputs)."""
+    return (
+        priority,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.tolerations,
+                ps.required_affinity,
+            )
+            for ps in wl.pod_sets
+        ),
+    )
+
+
+class Cluster:
+    def __init__(
+        self, config: SchedulerConfig | None = None, *, instant_evictions: bool = True
+    ) -> None:
+        self.config = config or SchedulerConfig()
+        self.instant_evictions = instant_evictions
+        self.namespaces: dict[str, Namespace] = {}
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.cqs: dict[str, CQState] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.cohort_nodes: dict[str, QuotaNode] = {}
+        self.local_queues: dict[tuple[str, str], LocalQueue] = {}
+        self.priority_classes: dict[str, WorkloadPriorityClass] = {}
+        self.workloads: dict[str, WorkloadState] = {}
+        self.preempted_keys: set[str] = set()
+        self.events: list[Event] = []  # events of the current schedule() call and since
+        self._seq = 0
+        self.version = 0
+        self._tree_dirty = True
+        self._ready: set[str] = set()  # CQs that may have a head to pop
+        self._requeue_gen: dict[int, int] = {}  # id(root node) -> inadmissible requeue count
+        self._evicting: dict[str, WorkloadState] = {}
+        self._warnings: list[str] = []
+        self._scheduler = Scheduler(self)
+        self.life = Lifecycle(self)
+        self.now = 0.0  # the instant being scheduled (set by schedule())
+
+    # --- apply / delete ----------------------------------------------------------------
+    def apply(self, obj: KueueObject, now: float) -> None:
+        if isinstance(obj, Workload):
+            self.life.apply_workload(obj, now)
+            return
+        if isinstance(obj, Namespace):
+            obj.labels.setdefault("kubernetes.io/metadata.name", obj.name)
+            self.namespaces[obj.name] = obj
+            self._requeue_all()
+        elif isinstance(obj, ResourceFlavor):
+            self.flavors[obj.name] = obj
+            self._tree_dirty = True
+        elif isinstance(obj, ClusterQueue):
+            self._apply_cluster_queue(obj, now)
+        elif isinstance(obj, Cohort):
+            self.cohorts[obj.name] = obj
+            self._tree_dirty = True
+        elif isinstance(obj, LocalQueue):
+            self._apply_local_queue(obj, now)
+        elif isinstance(obj, WorkloadPriorityClass):
+            self.priority_classes[obj.name] = obj
+        else:  # pragma: no cover - the union is exhaustive
+            raise TypeError(f"unsupported object {type(obj).__name__}")
+        self.version += 1
+
+    def _apply_cluster_queue(self, spec: ClusterQueue, now: float) -> None:
+        old = self.cqs.get(spec.name)
+        if old is None:
+            self.cqs[spec.name] = CQState.build(spec)
+            self._reroute_pending()
+        else:
+            was_strict = old.queue.strict
+            old.spec = spec
+            old.node.quotas = quotas_of(spec.resource_groups)
+            old.index_groups()
+            old.generation += 1
+            old.terminating = False
+            if old.queue.strict != (was_strict := spec.queueing_strategy.value == "StrictFIFO"):
+                self._rebuild_queue(old, strict=was_strict)
+        self._tree_dirty = True
+        self._refresh_structure()
+        cq = self.cqs[spec.name]
+        if spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+            for wl in sorted(cq.admitted.values(), key=lambda w: w.uid):
+                if wl.phase == Phase.ADMITTED:
+                    self.life.evict(wl, "ClusterQueueStopped", "The ClusterQueue is stopped", now)
+
+    def _apply_local_queue(self, lq: LocalQueue, now: float) -> None:
+        self.local_queues[(lq.namespace, lq.name)] = lq
+        self._reroute_pending()
+        if lq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+            for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
+                if (
+                    wl.phase == Phase.ADMITTED
+                    and wl.workload.namespace == lq.namespace
+                    and wl.workload.queue_name == lq.name
+                ):
+                    self.life.evict(wl, "LocalQueueStopped", "The LocalQueue is stopped", now)
+
+    def delete(self, kind: str, namespace: str | None, name: str, now: float) -> bool:
+        self.version += 1
+        if kind == "Workload":
+            return self.life.delete_workload(f"{namespace}/{name}", now)
+        if kind == "Namespace":
+            return self.namespaces.pop(name, None) is not None
+        if kind == "ResourceFlavor":
+            found = self.flavors.pop(name, None) is not None
+        elif kind == "ClusterQueue":
+            cq = self.cqs.get(name)
+            if cq is None:
+                return False
+            if cq.admitted:
+                cq.terminating = True  # Kueue keeps it until its workloads are gone
+            else:
+                self._drop_cq(cq)
+            found = True
+        elif kind == "Cohort":
+            found = self.cohorts.pop(name, None) is not None
+        elif kind == "LocalQueue":
+            found = self.local_queues.pop((namespace or "default", name), None) is not None
+            self._reroute_pending()
+        elif kind == "WorkloadPriorityClass":
+            return self.priority_classes.pop(name, None) is not None
+        else:
+            return False
+        self._tree_dirty = True
+        self._refresh_structure()
+        return found
+
+    def _drop_cq(self, cq: CQState) -> None:
+        del self.cqs[cq.name]
+        for key in list(cq.queue.keys()):
+            cq.queue.remove(key)
+            wl = self.workloads[key]
+            wl.cluster_queue = None
+            wl.pending_reason = f"ClusterQueue {cq.name} doesn't exist"
+        self._ready.discard(cq.name)
+        self._tree_dirty = True
+
+    # --- structure: quota tree, activeness, routing -------------------------------------
+    def _refresh_structure(self) -> None:
+        if not self._tree_dirty:
+            return
+        self._tree_dirty = False
+        self._warnings = []
+        nodes: dict[str, QuotaNode] = {}
+        for name, co in self.cohorts.items():
+            node = self.cohort_nodes.get(name) or QuotaNode(name, False, {})
+            node.quotas = quotas_of(co.resource_groups)
+            nodes[name] = node
+        for cq in self.cqs.values():
+            if cq.spec.cohort and cq.spec.cohort not in nodes:
+                nodes[cq.spec.cohort] = self.cohort_nodes.get(cq.spec.cohort) or QuotaNode(
+                    cq.spec.cohort, False, {}
+                )
+        for co in self.cohorts.values():
+            if co.parent and co.parent not in nodes:
+                nodes[co.parent] = self.cohort_nodes.get(co.parent) or QuotaNode(
+                    co.parent, False, {}
+                )
+        for node in nodes.values():
+            node.children = []
+            node.parent = None
+            if node.name not in self.cohorts:
+                node.quotas = {}
+        cyclic: set[str] = set()
+        for name, co in sorted(self.cohorts.items()):
+            if co.parent:
+                nodes[name].parent = nodes[co.parent]
+                nodes[co.parent].children.append(nodes[name])
+        for name in sorted(nodes):
+            seen: set[str] = set()
+            walk: QuotaNode | None = nodes[name]
+            while walk is not None:
+                if walk.name in seen:
+                    cyclic.add(name)
+                    break
+                seen.add(walk.name)
+                walk = walk.parent
+        for name in cyclic:  # break cycles so that tree walks terminate
+            cnode = nodes[name]
+            if cnode.parent is not None and cnode in cnode.parent.children:
+                cnode.parent.children.remove(cnode)
+            cnode.parent = None
+        for cq in sorted(self.cqs.values(), key=lambda c: c.name):
+            cq.node.parent = None
+            if cq.spec.cohort:
+                parent = nodes[cq.spec.cohort]
+                cq.node.parent = parent
+                parent.children.append(cq.node)
+        self.cohort_nodes = nodes
+        for node in list(nodes.values()) + [cq.node for cq in self.cqs.values()]:
+            if node.parent is None:
+                recompute_tree(node)
+        for cq in self.cqs.values():
+            cq.generation += 1
+            cq.inactive_reason = self._inactive_reason(cq, cyclic)
+            if cq.inactive_reason:
+                self._warnings.append(f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}")
+        for (ns, name), lq in sorted(self.local_queues.items()):
+            if lq.cluster_queue not in self.cqs:
+                self._warnings.append(
+                    f"LocalQueue {ns}/{name} references ClusterQueue {lq.cluster_queue}, which doesn't exist"
+                )
+        self._requeue_all()
+
+    def _inactive_reason(self, cq: CQState, cyclic: set[str]) -> str | None:
+        missing = sorted(
+            {fq.name for rg in cq.spec.resource_groups for fq in rg.flavors} - set(self.flavors)
+        )
+        if missing:
+            return f"references missing ResourceFlavor(s): {', '.join(missing)}"
+        if cq.spec.admission_checks:
+            return f"references missing AdmissionCheck(s): {', '.join(cq.spec.admission_checks)}"
+        if cq.spec.stop_policy != StopPolicy.NONE:
+            return f"stopped (stopPolicy {cq.spec.stop_policy.value})"
+        if cq.terminating:
+            return "terminating"
+        node = cq.node.parent
+        while node is not None:
+            if node.name in cyclic:
+                return f"cohort {node.name} is part of a cycle"
+            node = node.parent
+        return None
+
+    def _requeue_all(self) -> None:
+        for cq in self.cqs.values():
+            cq.queue.requeue_inadmissible()
+            cq.queue.blocked_at = None
+            self._ready.add(cq.name)
+        for root in {id(cq.node.root()) for cq in self.cqs.values()}:
+            self._requeue_gen[root] = self._requeue_gen.get(root, 0) + 1
+
+    def requeue_tree(self, cq: CQState) -> None:
+        """Kueue's QueueInadmissibleWorkloads for the CQ's root cohort (or the CQ alone)."""
+        root = cq.node.root()
+        self._requeue_gen[id(root)] = self._requeue_gen.get(id(root), 0) + 1
+        members = [cq] if root is cq.node else [self.cqs[n.name] for n in root.subtree_cqs()]
+        for member in members:
+            member.queue.blocked_at = None
+            if member.queue.requeue_inadmissible() or len(member.queue):
+                self._ready.add(member.name)
+
+    def _rebuild_queue(self, cq: CQState, strict: bool) -> None:
+        from gpuaas.core.queues import ClusterQueueQueue
+
+        keys = list(cq.queue.keys())
+        cq.queue = ClusterQueueQueue(strict=strict)
+        for key in keys:
+            self._push(self.workloads[key])
+
+    def resolve_cq(self, wl: WorkloadState) -> tuple[str | None, str]:
+        w = wl.workload
+        lq = self.local_queues.get((w.namespace, w.queue_name))
+        if lq is None:
+            return None, f"LocalQueue {w.queue_name} doesn't exist"
+        if lq.cluster_queue not in self.cqs:
+            return None, f"ClusterQueue {lq.cluster_queue} doesn't exist"
+        if lq.stop_policy != StopPolicy.NONE:
+            return None, f"LocalQueue {w.queue_name} is stopped"
+        return lq.cluster_queue, ""
+
+    def _push(self, wl: WorkloadState, *, inadmissible: bool = False) -> None:
+        """Put a pending workload in its ClusterQueue's queue (or leave it unrouted)."""
+        cq_name, why = self.resolve_cq(wl)
+        old = wl.cluster_queue
+        if old is not None and old != cq_name and old in self.cqs:
+            self.cqs[old].queue.remove(wl.key)
+        wl.cluster_queue = cq_name
+        if cq_name is None:
+            wl.pending_reason = why
+            return
+        cq = self.cqs[cq_name]
+        cq.queue.push(
+            wl.key, (-wl.priority, wl.created_at, wl.uid), wl.shape, inadmissible=inadmissible
+        )
+        if not inadmissible:
+            cq.queue.blocked_at = None
+            self._ready.add(cq_name)
+
+    def _reroute_pending(self) -> None:
+        for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
+            if wl.phase == Phase.PENDING:
+                self._push(wl)
+
+    def namespace_matches(self, wl: WorkloadState, cq: CQState) -> bool:
+        sel = cq.spec.namespace_selector
+        if sel is None:
+            return False
+        ns = wl.workload.namespace
+        labels = self.namespaces[ns].labels if ns in self.namespaces else {}
+        if "kubernetes.io/metadata.name" not in labels:
+            labels = {**labels, "kubernetes.io/metadata.name": ns}
+        return sel.matches(labels)
+
+    # --- scheduling ------------------------------------------------------------------------
+    def preemption_search(self) -> PreemptionSearch:
+        if self.config.fair_sharing:
+            from gpuaas.core.fairsharing import FairPreemption
+
+            return FairPreemption(self.cqs, self.config)
+        return ClassicalPreemption(self.cqs)
+
+    def order_entries(self, entries: list[Entry]) -> list[Entry]:
+        if self.config.fair_sharing:
+            from gpuaas.core.fairsharing import fair_order
+
+            return fair_order(entries)
+        return sorted(entries, key=classical_order_key)
+
+    def _pop_heads(self) -> list[Entry]:
+        heads: list[Entry] = []
+        for name in sorted(self._ready):
+            cq = self.cqs.get(name)
+            if cq is None or not cq.active:
+                self._ready.discard(name)
+                continue
+            if cq.queue.strict and cq.queue.blocked_at == self.version:
+                self._ready.discard(name)
+                continue
+            key: str | None = None
+            if cq.sticky is not None and cq.sticky in cq.queue:
+                key = cq.sticky
+                cq.queue.remove(key)
+            else:
+                key = cq.queue.pop()
+            if key is None:
+                self._ready.discard(name)
+                continue
+            root = id(cq.node.root())
+            heads.append(Entry(self.workloads[key], cq, self._requeue_gen.get(root, 0)))
+        return heads
+
+    def schedule(self, now: float) -> list[Event]:
+        """Run scheduling cycles until nothing changes at this instant; returns new events."""
+        start = len(self.events)
+        self.now = now
+        self._refresh_structure()
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            heads = self._pop_heads()
+            if not heads:
+                break
+            version = self.version
+            self._scheduler.cycle(heads, now)
+            for e in heads:
+                if not e.admitted and e.cq.queue.strict and self.version == version:
+                    e.cq.queue.blocked_at = self.version
+            if self.instant_evictions:
+                self.life.complete_evictions(now)
+        else:  # pragma: no cover - a safety net, never expected
+            self._warnings.append(f"scheduling did not settle at t={now} after many cycles")
+        return self.events[start:]
+
+    def requeue(self, e: Entry) -> None:
+        """Put a not-admitted head back where Kueue's RequeueIfNotPresent would."""
+        wl, cq = e.state, e.cq
+        if wl.phase != Phase.PENDING or wl.key not in self.workloads:
+            return
+        self.life.record_pending(e)
+        if e.preempting:
+            cq.sticky = wl.key
+        elif cq.sticky == wl.key:
+            cq.sticky = None
+        if cq.queue.strict:
+            immediate = e.requeue_reason != "NamespaceMismatch"
+        else:
+            immediate = e.requeue_reason in ("FailedAfterNomination", "PendingPreemption")
+            if not immediate and e.requeue_reason in ("NoFit", "PreemptionNoCandidates"):
+                root = id(cq.node.root())
+                if self._requeue_gen.get(root, 0) > e.popped_requeue_gen or (e.assignment is not None and e.assignment.pending_flavors()):
+                    immediate = True
+        self._push(wl, inadmissible=not immediate)
+
+    # --- queries -------------------------------------------------------------------------
+    def warnings(self) -> list[str]:
+        self._refresh_structure()
+        return list(self._warnings)
+
+    def cluster_queue_usage(self, name: str) -> dict[tuple[str, str], int]:
+        cq = self.cqs.get(name)
+        return {} if cq is None else {fr: v for fr, v in cq.node.usage.items() if v}
+
+    def pending_in(self, cq_name: str) -> list[WorkloadState]:
+        cq = self.cqs.get(cq_name)
+        if cq is None:
+            return []
+        return [self.workloads[k] for k in cq.queue.ordered()]
+
+    def position(self, key: str) -> int | None:
+        wl = self.workloads.get(key)
+        if wl is None or wl.phase != Phase.PENDING or wl.cluster_queue not in self.cqs:
+            return None
+        order = self.cqs[wl.cluster_queue].queue.ordered()
+        return order.index(key) if key in order else None
+
+    def why_pending(self, key: str) -> str:
+        wl = self.workloads.get(key)
+        if wl is None:
+            return f"workload {key} doesn't exist"
+        if wl.phase != Phase.PENDING:
+            return f"workload {key} is {wl.phase.value}, not pending"
+        if wl.cluster_queue is None:
+            return wl.pending_reason or "not routed to a ClusterQueue"
+        cq = self.cqs.get(wl.cluster_queue)
+        if cq is None:
+            return f"ClusterQueue {wl.cluster_queue} doesn't exist"
+        if not cq.active:
+            return f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}"
+        pos = self.position(key)
+        where = (
+            f"position {pos + 1} of {len(cq.queue)} in ClusterQueue {cq.name}"
+            if pos is not None
+            else ""
+        )
+        reason = wl.pending_reason or "waiting for its turn in the queue"
+        return f"{reason} ({where})" if where else reason
+
+    # --- lifecycle (delegated) ------------------------------------------------------------
+    def finish(self, key: str, now: float, succeeded: bool = True) -> bool:
+        """The workload completed: release its quota; it stays listed as Finished."""
+        return self.life.finish(key, now, succeeded)
+
+    def confirm_stopped(self, key: str, now: float) -> None:
+        """Live runtimes: the evicted workload's pods are gone; release quota and requeue it."""
+        self.life.confirm_stopped(key, now)
+
+    def evict(self, key: str, reason: str, message: str, now: float) -> bool:
+        """Evict an admitted workload for a reason other than preemption (e.g. IdleGPU)."""
+        wl = self.workloads.get(key)
+        if wl is None or wl.phase != Phase.ADMITTED:
+            return False
+        self.life.evict(wl, reason, message, now)
+        return True
+
+    def admitted(self) -> Iterable[WorkloadState]:
+        return (w for w in self.workloads.values() if w.phase == Phase.ADMITTED)
+
+    def restore_admission(
+        self, workload: Workload, admission: Admission, admitted_at: float, now: float
+    ) -> None:
+        """Re-establish an admitted workload after a restart, on the same flavors."""
+        self.life.apply_workload(workload, admitted_at)
+        wl = self.workloads[workload.key]
+        if wl.phase != Phase.PENDING:
+            return
+        cq = self.cqs.get(admission.cluster_queue)
+        if cq is None:
+            return
+        self._refresh_structure()
+        if wl.cluster_queue is not None and wl.cluster_queue in self.cqs:
+            self.cqs[wl.cluster_queue].queue.remove(wl.key)
+        self.life.mark_admitted(wl, cq, admission, admitted_at, restored=True)

@@ -1,0 +1,135 @@
+"""Pending workloads per ClusterQueue: the active heap and the inadmissible set.
+
+Kueue keeps one heap per ClusterQueue ordered by priority, queue-order timestamp and UID
+(``pkg/cache/queue/cluster_queue.go``). Under BestEffortFIFO a workload that cannot be admitted
+moves to the inadmissible set together with every pending workload of the same scheduling shape
+(scheduling-equivalence hashing), and they return only when something in the cohort tree frees
+quota. Here a shape is a *group*: the heap holds group heads, so moving a whole shape in or out is
+O(1) and a cohort-wide requeue costs one push per shape rather than one per workload.
+StrictFIFO keeps a failed head in place; the CQ is then blocked until the state changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+
+SortKey = tuple[int, float, int]  # (-priority, queue-order timestamp, uid)
+
+
+@dataclass(slots=True)
+class _Group:
+    items: list[tuple[SortKey, str]] = field(default_factory=list)  # heap
+    inadmissible: bool = False
+
+
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue."""
+
+    __slots__ = ("_groups", "_heap", "_where", "blocked_at", "strict")
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self._groups: dict[Hashable, _Group] = {}
+        self._heap: list[tuple[SortKey, Hashable]] = []
+        self._where: dict[str, tuple[Hashable, SortKey]] = {}
+        # StrictFIFO: the state version at which the head last failed (None: not blocked).
+        self.blocked_at: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._where
+
+    def push(
+        self, key: str, sort_key: SortKey, shape: Hashable, *, inadmissible: bool = False
+    ) -> None:
+        """Add a pending workload. A new arrival of an inadmissible shape stays inadmissible."""
+        if key in self._where:
+            self.remove(key)
+        group_key = key if self.strict else shape
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = _Group()
+            group.inadmissible = inadmissible
+        elif inadmissible:
+            # The workload itself failed and its group is active: the group goes inadmissible.
+            group.inadmissible = True
+        heapq.heappush(group.items, (sort_key, key))
+        self._where[key] = (group_key, sort_key)
+        if not group.inadmissible and group.items[0][1] == key:
+            heapq.heappush(self._heap, (sort_key, group_key))
+
+    def remove(self, key: str) -> bool:
+        loc = self._where.pop(key, None)
+        if loc is None:
+            return False
+        group_key, sort_key = loc
+        group = self._groups[group_key]
+        was_head = group.items[0][1] == key
+        group.items.remove((sort_key, key))
+        if not group.items:
+            del self._groups[group_key]
+            return True
+        heapq.heapify(group.items)
+        if was_head and not group.inadmissible:
+            heapq.heappush(self._heap, (group.items[0][0], group_key))
+        return True
+
+    def _clean_top(self) -> tuple[SortKey, Hashable] | None:
+        heap = self._heap
+        while heap:
+            sort_key, group_key = heap[0]
+            group = self._groups.get(group_key)
+            if group is not None and not group.inadmissible and group.items[0][0] == sort_key:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    def head(self) -> str | None:
+        top = self._clean_top()
+        if top is None:
+            return None
+        return self._groups[top[1]].items[0][1]
+
+    def pop(self) -> str | None:
+        """Take the head out of the queue (the caller pushes it back if it is not admitted)."""
+        top = self._clean_top()
+        if top is None:
+            return None
+        heapq.heappop(self._heap)
+        group_key = top[1]
+        group = self._groups[group_key]
+        _, key = heapq.heappop(group.items)
+        del self._where[key]
+        if group.items:
+            heapq.heappush(self._heap, (group.items[0][0], group_key))
+        else:
+            del self._groups[group_key]
+        return key
+
+    def requeue_inadmissible(self) -> bool:
+        """Move every inadmissible shape back to the heap; True if anything moved."""
+        moved = False
+        for group_key, group in self._groups.items():
+            if group.inadmissible:
+                group.inadmissible = False
+                heapq.heappush(self._heap, (group.items[0][0], group_key))
+                moved = True
+        return moved
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def ordered(self) -> list[str]:
+        """Every pending workload in queue order (active and inadmissible alike)."""
+        return [key for key, _ in sorted(self._where.items(), key=lambda kv: kv[1][1])]
+
+    def is_inadmissible(self, key: str) -> bool:
+        loc = self._where.get(key)
+        return loc is not None and self._groups[loc[0]].inadmissible
+
+    def active_count(self) -> int:
+        return sum(len(g.items) for g in self._groups.values() if not g.inadmissible)

@@ -1,0 +1,204 @@
+"""The quota tree: ClusterQueues and Cohorts with nominal quota, limits and usage per FlavorResource.
+
+Follows Kueue's resource node arithmetic (``pkg/cache/scheduler/resource_node.go``): a node keeps
+its ``localQuota`` (the part above its lending limit) to itself, lends the rest to its parent, and
+borrows from the parent at most ``borrowingLimit``. This module only does arithmetic on the tree;
+it knows nothing of workloads, queues or policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from gpuaas.core.objects import FlavorResource, ResourceGroup, ResourceQuota
+
+UNLIMITED = 1 << 62
+
+
+class QuotaNode:
+    """A ClusterQueue or Cohort in the tree. ``usage`` is what is admitted under this node."""
+
+    __slots__ = ("children", "is_cq", "name", "parent", "quotas", "subtree_quota", "usage")
+
+    def __init__(self, name: str, is_cq: bool, quotas: dict[FlavorResource, ResourceQuota]):
+        self.name = name
+        self.is_cq = is_cq
+        self.quotas = quotas
+        self.subtree_quota: dict[FlavorResource, int] = {}
+        self.usage: dict[FlavorResource, int] = {}
+        self.parent: QuotaNode | None = None
+        self.children: list[QuotaNode] = []
+
+    def __repr__(self) -> str:
+        return f"QuotaNode({'cq' if self.is_cq else 'cohort'} {self.name})"
+
+    # --- per-node quantities -------------------------------------------------------------
+    def nominal(self, fr: FlavorResource) -> int:
+        q = self.quotas.get(fr)
+        return q.nominal if q is not None else 0
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        q = self.quotas.get(fr)
+        if q is None or q.lending_limit is None:
+            return 0
+        return max(0, self.subtree_quota.get(fr, 0) - q.lending_limit)
+
+    def local_available(self, fr: FlavorResource) -> int:
+        return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
+
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def ancestors(self) -> Iterator[QuotaNode]:
+        """Parent to root (Kueue's PathParentToRoot)."""
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    # --- Kueue's arithmetic -------------------------------------------------------------
+    def available(self, fr: FlavorResource) -> int:
+        """Capacity usable now, clamped at zero for a ClusterQueue in debt."""
+        return max(0, _available(self, fr))
+
+    def potential_available(self, fr: FlavorResource) -> int:
+        """The largest request this node could ever satisfy, ignoring usage."""
+        if self.parent is None:
+            return self.subtree_quota.get(fr, 0)
+        avail = self.local_quota(fr) + self.parent.potential_available(fr)
+        q = self.quotas.get(fr)
+        if q is not None and q.borrowing_limit is not None:
+            avail = min(avail, self.subtree_quota.get(fr, 0) + q.borrowing_limit)
+        return avail
+
+    def borrowing_with(self, fr: FlavorResource, val: int) -> bool:
+        """Kueue's BorrowingWith: usage plus ``val`` goes above the node's own subtree quota."""
+        if self.is_cq:
+            return self.nominal(fr) < self.usage.get(fr, 0) + val
+        return self.subtree_quota.get(fr, 0) < self.usage.get(fr, 0) + val
+
+    def is_borrowing(self, fr: FlavorResource) -> bool:
+        return self.borrowing_with(fr, 0)
+
+    def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
+        """Kueue's IsWithinNominalInResources (against SubtreeQuota)."""
+        sq, us = self.subtree_quota, self.usage
+        return all(sq.get(fr, 0) >= us.get(fr, 0) for fr in frs)
+
+    def add_usage(self, fr: FlavorResource, val: int) -> None:
+        node: QuotaNode | None = self
+        while node is not None and val != 0:
+            local_avail = node.local_available(fr)
+            node.usage[fr] = node.usage.get(fr, 0) + val
+            if node.parent is None or val <= local_avail:
+                return
+            val -= local_avail
+            node = node.parent
+
+    def remove_usage(self, fr: FlavorResource, val: int) -> None:
+        node: QuotaNode | None = self
+        while node is not None and val != 0:
+            stored_in_parent = node.usage.get(fr, 0) - node.local_quota(fr)
+            node.usage[fr] = node.usage.get(fr, 0) - val
+            if stored_in_parent <= 0 or node.parent is None:
+                return
+            val = min(val, stored_in_parent)
+            node = node.parent
+
+    def add_usages(self, usage: dict[FlavorResource, int]) -> None:
+        for fr, v in usage.items():
+            self.add_usage(fr, v)
+
+    def remove_usages(self, usage: dict[FlavorResource, int]) -> None:
+        for fr, v in usage.items():
+            self.remove_usage(fr, v)
+
+    def fits(self, usage: dict[FlavorResource, int]) -> bool:
+        return all(v <= self.available(fr) for fr, v in usage.items())
+
+    def height(self) -> int:
+        """Kueue's getNodeHeight for cohorts: 1 for a cohort of CQs, +1 per cohort level."""
+        h = min(len(self.children), 1)
+        for child in self.children:
+            if not child.is_cq:
+                h = max(h, child.height() + 1)
+        return h
+
+    def subtree_cqs(self) -> Iterator[QuotaNode]:
+        for child in self.children:
+            if child.is_cq:
+                yield child
+            else:
+                yield from child.subtree_cqs()
+
+
+def _available(node: QuotaNode, fr: FlavorResource) -> int:
+    if node.parent is None:
+        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+    parent_available = _available(node.parent, fr)
+    q = node.quotas.get(fr)
+    if q is not None and q.borrowing_limit is not None:
+        lq = node.local_quota(fr)
+        stored_in_parent = node.subtree_quota.get(fr, 0) - lq
+        used_in_parent = max(0, node.usage.get(fr, 0) - lq)
+        parent_available = min(
+            stored_in_parent - used_in_parent + q.borrowing_limit, parent_available
+        )
+    return node.local_available(fr) + parent_available
+
+
+def quotas_of(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, ResourceQuota]:
+    out: dict[FlavorResource, ResourceQuota] = {}
+    for rg in groups:
+        for fq in rg.flavors:
+            for res, q in fq.resources.items():
+                out[(fq.name, res)] = q
+    return out
+
+
+def recompute_tree(root: QuotaNode) -> None:
+    """Recompute subtree quotas and cohort usage bottom-up (Kueue's updateCohortResourceNode).
+
+    ClusterQueue usage is kept: it is the sum of the admitted workloads' usage.
+    """
+    if root.is_cq:
+        root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
+        return
+    root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
+    root.usage = {}
+    for child in root.children:
+        recompute_tree(child)
+        for fr, cq in child.subtree_quota.items():
+            root.subtree_quota[fr] = root.subtree_quota.get(fr, 0) + cq - child.local_quota(fr)
+        for fr, cu in child.usage.items():
+            delta = max(0, cu - child.local_quota(fr))
+            if delta:
+                root.usage[fr] = root.usage.get(fr, 0) + delta
+
+
+def quantities_fit_in_quota(
+    node: QuotaNode, requests: dict[FlavorResource, int]
+) -> tuple[bool, dict[FlavorResource, int]]:
+    fits = True
+    remaining: dict[FlavorResource, int] = {}
+    for fr, v in requests.items():
+        if node.subtree_quota.get(fr, 0) < node.usage.get(fr, 0) + v:
+            fits = False
+        remaining[fr] = max(0, v - node.local_available(fr))
+    return fits, remaining
+
+
+def lowest_subtree_that_fits(cq: QuotaNode, fr: FlavorResource, val: int) -> tuple[int, bool]:
+    """Kueue's FindHeightOfLowestSubtreeThatFits: (borrowing level, may reclaim in hierarchy)."""
+    has_parent = cq.parent is not None
+    if not cq.borrowing_with(fr, val) or not has_parent:
+        return 0, has_parent
+    remaining = val - cq.local_available(fr)
+    for node in cq.ancestors():
+        if not node.borrowing_with(fr, remaining):
+            return node.height(), node.parent is not None
+        remaining -= node.local_available(fr)
+    return cq.root().height(), False

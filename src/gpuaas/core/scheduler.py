@@ -1,0 +1,232 @@
+"""One scheduling cycle, as Kueue's ``schedule()``: pick heads, nominate, order, process, requeue.
+
+The cycle works on the live quota tree and undoes its cycle-only additions (the usage a preemptor
+or an unreclaimable preemption reserves) before returning, so between cycles the tree holds only
+admitted workloads. What to do is decided here; recording it (conditions, events, phases) is
+delegated to the ``Cluster`` through a small set of methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpuaas.core.cache import CQState
+from gpuaas.core.flavors import Assignment, FlavorAssigner, Mode, PMode, reduce_pod_sets
+from gpuaas.core.objects import FlavorResource, PreemptionPolicy, QueueingStrategy
+from gpuaas.core.preemption import Preemptor, Target
+from gpuaas.core.quota import QuotaNode, lowest_subtree_that_fits
+from gpuaas.core.state import WorkloadState
+
+if TYPE_CHECKING:
+    from gpuaas.core.cluster import Cluster
+
+# Kueue's requeue reasons, as far as they change where a workload goes back to.
+REQUEUE_NO_FIT = "NoFit"
+REQUEUE_NO_CANDIDATES = "PreemptionNoCandidates"
+REQUEUE_FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+REQUEUE_PENDING_PREEMPTION = "PendingPreemption"
+REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"
+
+
+@dataclass(slots=True)
+class Entry:
+    state: WorkloadState
+    cq: CQState
+    popped_requeue_gen: int
+    assignment: Assignment | None = None
+    targets: list[Target] = field(default_factory=list)
+    message: str = ""
+    reason: str = "Pending"  # QuotaReserved=False reason
+    requeue_reason: str = ""
+    admitted: bool = False
+    preempting: bool = False
+
+
+class Scheduler:
+    """Runs cycles against a Cluster's state; the Cluster records the outcomes."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+
+    # --- assignment ----------------------------------------------------------------------
+    def _oracle(self, state: WorkloadState, cq: CQState, now: float):  # type: ignore[no-untyped-def]
+        search = self.c.preemption_search()
+
+        def oracle(fr: FlavorResource, val: int) -> tuple[PMode, int]:
+            p = Preemptor(state, cq, {fr}, {fr: val}, now)
+            targets = search.targets(p)
+            if not targets:
+                return PMode.NO_CANDIDATES, lowest_subtree_that_fits(cq.node, fr, val)[0]
+            for t in targets:
+                t.cq.node.remove_usages(t.workload.usage)
+            borrow_after = lowest_subtree_that_fits(cq.node, fr, val)[0]
+            for t in targets:
+                t.cq.node.add_usages(t.workload.usage)
+            if any(t.cq is cq for t in targets):
+                return PMode.PREEMPT, borrow_after
+            return PMode.RECLAIM, borrow_after
+
+        return oracle
+
+    def assign(
+        self, state: WorkloadState, cq: CQState, now: float
+    ) -> tuple[Assignment, list[Target]]:
+        if state.last_tried is not None and state.last_generation < cq.generation:
+            state.last_tried = None
+        assigner = FlavorAssigner(
+            state.workload.pod_sets,
+            cq.spec,
+            cq.node,
+            cq.rg_by_resource,
+            self.c.flavors,
+            self._oracle(state, cq, now),
+            self.c.config.fair_sharing,
+            state.last_tried,
+        )
+        full = assigner.assign(None)
+        mode = full.mode()
+        if mode == Mode.FIT:
+            return full, []
+        if mode == Mode.PREEMPT:
+            targets = self._targets(state, cq, full, now)
+            if targets:
+                return full, targets
+        if any(
+            ps.min_count is not None and ps.min_count < ps.count for ps in state.workload.pod_sets
+        ):
+
+            def attempt(counts: list[int]) -> tuple[Assignment, list[Target]] | None:
+                a = assigner.assign(counts)
+                m = a.mode()
+                if m == Mode.FIT:
+                    return a, []
+                if m == Mode.PREEMPT:
+                    t = self._targets(state, cq, a, now)
+                    if t:
+                        return a, t
+                return None
+
+            found = reduce_pod_sets(state.workload.pod_sets, attempt)
+            if found is not None:
+                return found  # type: ignore[return-value]
+        return full, []
+
+    def _targets(
+        self, state: WorkloadState, cq: CQState, a: Assignment, now: float
+    ) -> list[Target]:
+        p = Preemptor(state, cq, a.frs_needing_preemption(), dict(a.usage), now)
+        return self.c.preemption_search().targets(p)
+
+    # --- the cycle -------------------------------------------------------------------------
+    def cycle(self, heads: list[Entry], now: float) -> bool:
+        """Run one cycle over the popped heads; True if anything was admitted or preempted."""
+        c = self.c
+        entries: list[Entry] = []
+        for e in heads:
+            if not c.namespace_matches(e.state, e.cq):
+                e.message = "The workload's namespace doesn't match the ClusterQueue selector"
+                e.reason = "Misconfigured"
+                e.requeue_reason = REQUEUE_NAMESPACE_MISMATCH
+                c.requeue(e)
+                continue
+            e.assignment, e.targets = self.assign(e.state, e.cq, now)
+            e.state.last_tried = e.assignment.last_tried
+            e.state.last_generation = e.cq.generation
+            e.message = e.assignment.message()
+            entries.append(e)
+
+        entries = c.order_entries(entries)
+        reserved: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
+        preempted: dict[str, Target] = {}
+        progress = False
+        for e in entries:
+            assert e.assignment is not None
+            mode = e.assignment.mode()
+            usage = e.assignment.usage
+            if mode == Mode.NO_FIT:
+                e.requeue_reason = REQUEUE_NO_FIT
+                continue
+            if mode == Mode.PREEMPT and not e.targets:
+                e.requeue_reason = REQUEUE_NO_CANDIDATES
+                e.reason = "Pending"
+                if not _can_always_reclaim(e.cq):
+                    res = _resources_to_reserve(e.cq, e.assignment)
+                    e.cq.node.add_usages(res)
+                    reserved.append((e.cq.node, res))
+                continue
+            if any(t.workload.key in preempted for t in e.targets):
+                e.message = "Workload has overlapping preemption targets with another workload"
+                e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
+                continue
+            if not _fits_after_removal(e.cq, usage, list(preempted.values()) + e.targets):
+                e.message = "Workload no longer fits after processing another workload"
+                e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
+                continue
+            for t in e.targets:
+                preempted[t.workload.key] = t
+            if mode == Mode.PREEMPT:
+                e.cq.node.add_usages(usage)
+                reserved.append((e.cq.node, usage))
+                c.life.issue_preemptions(e, now)
+                e.preempting = True
+                e.requeue_reason = REQUEUE_PENDING_PREEMPTION
+                e.message = (e.message + ". " if e.message else "") + (
+                    f"Pending the preemption of {len(e.targets)} workload(s)"
+                )
+                progress = True
+                continue
+            c.life.admit(e, now)
+            e.admitted = True
+            progress = True
+
+        for node, res in reserved:
+            node.remove_usages(res)
+        for e in entries:
+            if not e.admitted:
+                c.requeue(e)
+        return progress
+
+
+def _can_always_reclaim(cq: CQState) -> bool:
+    """Kueue's CanAlwaysReclaim: reclaimWithinCohort is Any (or the CQ has no cohort)."""
+    return cq.spec.preemption.reclaim_within_cohort == PreemptionPolicy.ANY
+
+
+def _resources_to_reserve(cq: CQState, a: Assignment) -> dict[FlavorResource, int]:
+    out: dict[FlavorResource, int] = {}
+    node = cq.node
+    for fr, usage in a.usage.items():
+        q = node.quotas.get(fr)
+        nominal = q.nominal if q is not None else 0
+        used = node.usage.get(fr, 0)
+        if a.borrowing > 0:
+            if q is None or q.borrowing_limit is None:
+                out[fr] = usage
+            else:
+                out[fr] = min(usage, nominal + q.borrowing_limit - used)
+        else:
+            out[fr] = max(0, min(usage, nominal - used))
+    return out
+
+
+def _fits_after_removal(
+    cq: CQState, usage: dict[FlavorResource, int], victims: list[Target]
+) -> bool:
+    for t in victims:
+        t.cq.node.remove_usages(t.workload.usage)
+    try:
+        return cq.node.fits(usage)
+    finally:
+        for t in victims:
+            t.cq.node.add_usages(t.workload.usage)
+
+
+def classical_order_key(e: Entry) -> tuple[int, int, float, int]:
+    """Kueue's classical iterator: non-borrowing first, then priority, then queue order."""
+    assert e.assignment is not None
+    s = e.state
+    return (e.assignment.borrowing, -s.priority, s.created_at, s.uid)
+
+
+__all__ = ["Entry", "QueueingStrategy", "Scheduler", "classical_order_key"]
