@@ -20,6 +20,7 @@ from gpuaas.core.objects import (
     KueueObject,
     LocalQueue,
     Namespace,
+    QueueingStrategy,
     ResourceFlavor,
     StopPolicy,
     Workload,
@@ -81,6 +82,7 @@ class Cluster:
         self._tree_dirty = True
         self._ready: set[str] = set()  # CQs that may have a head to pop
         self._requeue_gen: dict[int, int] = {}  # id(root node) -> inadmissible requeue count
+        self._pending_requeue: dict[int, QuotaNode] = {}
         self._evicting: dict[str, WorkloadState] = {}
         self._warnings: list[str] = []
         self._scheduler = Scheduler(self)
@@ -116,20 +118,20 @@ class Cluster:
         old = self.cqs.get(spec.name)
         if old is None:
             self.cqs[spec.name] = CQState.build(spec)
-            self._reroute_pending()
+            self._reroute_pending(unrouted_only=True)
         else:
-            was_strict = old.queue.strict
             old.spec = spec
             old.node.quotas = quotas_of(spec.resource_groups)
             old.index_groups()
             old.generation += 1
             old.terminating = False
-            if old.queue.strict != (was_strict := spec.queueing_strategy.value == "StrictFIFO"):
-                self._rebuild_queue(old, strict=was_strict)
+            strict = spec.queueing_strategy == QueueingStrategy.STRICT_FIFO
+            if old.queue.strict != strict:
+                self._rebuild_queue(old, strict=strict)
         self._tree_dirty = True
-        self._refresh_structure()
         cq = self.cqs[spec.name]
         if spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+            self._refresh_structure()
             for wl in sorted(cq.admitted.values(), key=lambda w: w.uid):
                 if wl.phase == Phase.ADMITTED:
                     self.life.evict(wl, "ClusterQueueStopped", "The ClusterQueue is stopped", now)
@@ -281,14 +283,25 @@ class Cluster:
             self._requeue_gen[root] = self._requeue_gen.get(root, 0) + 1
 
     def requeue_tree(self, cq: CQState) -> None:
-        """Kueue's QueueInadmissibleWorkloads for the CQ's root cohort (or the CQ alone)."""
+        """Kueue's QueueInadmissibleWorkloads for the CQ's root cohort (or the CQ alone).
+
+        Batched as Kueue batches it: the move happens before the next cycle pops its heads.
+        """
         root = cq.node.root()
         self._requeue_gen[id(root)] = self._requeue_gen.get(id(root), 0) + 1
-        members = [cq] if root is cq.node else [self.cqs[n.name] for n in root.subtree_cqs()]
-        for member in members:
-            member.queue.blocked_at = None
-            if member.queue.requeue_inadmissible() or len(member.queue):
-                self._ready.add(member.name)
+        self._pending_requeue[id(root)] = root
+
+    def _flush_requeues(self) -> None:
+        roots, self._pending_requeue = self._pending_requeue, {}
+        for root in roots.values():
+            members = [root] if root.is_cq else list(root.subtree_cqs())
+            for node in members:
+                member = self.cqs.get(node.name)
+                if member is None:
+                    continue
+                member.queue.blocked_at = None
+                if member.queue.requeue_inadmissible() or len(member.queue):
+                    self._ready.add(member.name)
 
     def _rebuild_queue(self, cq: CQState, strict: bool) -> None:
         from gpuaas.core.queues import ClusterQueueQueue
@@ -327,9 +340,9 @@ class Cluster:
             cq.queue.blocked_at = None
             self._ready.add(cq_name)
 
-    def _reroute_pending(self) -> None:
+    def _reroute_pending(self, *, unrouted_only: bool = False) -> None:
         for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
-            if wl.phase == Phase.PENDING:
+            if wl.phase == Phase.PENDING and not (unrouted_only and wl.cluster_queue is not None):
                 self._push(wl)
 
     def namespace_matches(self, wl: WorkloadState, cq: CQState) -> bool:
@@ -358,6 +371,8 @@ class Cluster:
         return sorted(entries, key=classical_order_key)
 
     def _pop_heads(self) -> list[Entry]:
+        if self._pending_requeue:
+            self._flush_requeues()
         heads: list[Entry] = []
         for name in sorted(self._ready):
             cq = self.cqs.get(name)

@@ -86,7 +86,10 @@ class QuotaNode:
     def within_nominal(self, frs: Iterable[FlavorResource]) -> bool:
         """Kueue's IsWithinNominalInResources (against SubtreeQuota)."""
         sq, us = self.subtree_quota, self.usage
-        return all(sq.get(fr, 0) >= us.get(fr, 0) for fr in frs)
+        for fr in frs:
+            if sq.get(fr, 0) < us.get(fr, 0):
+                return False
+        return True
 
     def add_usage(self, fr: FlavorResource, val: int) -> None:
         node: QuotaNode | None = self

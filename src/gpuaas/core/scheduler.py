@@ -138,7 +138,11 @@ class Scheduler:
 
         entries = c.order_entries(entries)
         reserved: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
+        # Victims chosen earlier in this cycle stay out of the tree while entries are processed,
+        # so that each fits check (Kueue's fits(): simulate removing all victims so far) is O(1).
+        # ``removed`` keeps, per CQ, what they held, for the reservation arithmetic.
         preempted: dict[str, Target] = {}
+        removed: dict[str, dict[FlavorResource, int]] = {}
         progress = False
         for e in entries:
             assert e.assignment is not None
@@ -151,7 +155,7 @@ class Scheduler:
                 e.requeue_reason = REQUEUE_NO_CANDIDATES
                 e.reason = "Pending"
                 if not _can_always_reclaim(e.cq):
-                    res = _resources_to_reserve(e.cq, e.assignment)
+                    res = _resources_to_reserve(e.cq, e.assignment, removed.get(e.cq.name))
                     e.cq.node.add_usages(res)
                     reserved.append((e.cq.node, res))
                 continue
@@ -159,16 +163,22 @@ class Scheduler:
                 e.message = "Workload has overlapping preemption targets with another workload"
                 e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
                 continue
-            if not _fits_after_removal(e.cq, usage, list(preempted.values()) + e.targets):
+            for t in e.targets:
+                t.cq.node.remove_usages(t.workload.usage)
+            if not e.cq.node.fits(usage):
+                for t in e.targets:
+                    t.cq.node.add_usages(t.workload.usage)
                 e.message = "Workload no longer fits after processing another workload"
                 e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
                 continue
             for t in e.targets:
                 preempted[t.workload.key] = t
+                held = removed.setdefault(t.cq.name, {})
+                for fr, v in t.workload.usage.items():
+                    held[fr] = held.get(fr, 0) + v
             if mode == Mode.PREEMPT:
                 e.cq.node.add_usages(usage)
                 reserved.append((e.cq.node, usage))
-                c.life.issue_preemptions(e, now)
                 e.preempting = True
                 e.requeue_reason = REQUEUE_PENDING_PREEMPTION
                 e.message = (e.message + ". " if e.message else "") + (
@@ -182,6 +192,11 @@ class Scheduler:
 
         for node, res in reserved:
             node.remove_usages(res)
+        for t in preempted.values():
+            t.cq.node.add_usages(t.workload.usage)
+        for e in entries:
+            if e.preempting:
+                c.life.issue_preemptions(e, now)
         for e in entries:
             if not e.admitted:
                 c.requeue(e)
@@ -193,13 +208,15 @@ def _can_always_reclaim(cq: CQState) -> bool:
     return cq.spec.preemption.reclaim_within_cohort == PreemptionPolicy.ANY
 
 
-def _resources_to_reserve(cq: CQState, a: Assignment) -> dict[FlavorResource, int]:
+def _resources_to_reserve(
+    cq: CQState, a: Assignment, removed: dict[FlavorResource, int] | None
+) -> dict[FlavorResource, int]:
     out: dict[FlavorResource, int] = {}
     node = cq.node
     for fr, usage in a.usage.items():
         q = node.quotas.get(fr)
         nominal = q.nominal if q is not None else 0
-        used = node.usage.get(fr, 0)
+        used = node.usage.get(fr, 0) + (removed.get(fr, 0) if removed else 0)
         if a.borrowing > 0:
             if q is None or q.borrowing_limit is None:
                 out[fr] = usage
@@ -208,18 +225,6 @@ def _resources_to_reserve(cq: CQState, a: Assignment) -> dict[FlavorResource, in
         else:
             out[fr] = max(0, min(usage, nominal - used))
     return out
-
-
-def _fits_after_removal(
-    cq: CQState, usage: dict[FlavorResource, int], victims: list[Target]
-) -> bool:
-    for t in victims:
-        t.cq.node.remove_usages(t.workload.usage)
-    try:
-        return cq.node.fits(usage)
-    finally:
-        for t in victims:
-            t.cq.node.add_usages(t.workload.usage)
 
 
 def classical_order_key(e: Entry) -> tuple[int, int, float, int]:

@@ -1,0 +1,264 @@
+"""Replay Kueue's scheduler performance shapes in virtual time and print the engine's figures.
+
+Shapes follow kubernetes-sigs/kueue test/performance/scheduler/configs (baseline and large-scale):
+every ClusterQueue has 20 CPU nominal, borrowingLimit 100, reclaimWithinCohort Any and
+withinClusterQueue LowerPriority; three workload classes arrive at fixed intervals per CQ and run
+for a fixed time (the ``gpuaas.dev/runtime-seconds`` annotation).
+
+Usage:
+    python bench/engine.py [--shape baseline|large-scale|both] [--scale F] [--cli]
+
+``--scale`` multiplies the number of workloads per CQ (for the n log n growth check); ``--cli``
+also times the whole ``gpuaas scenario run`` process on the generated JSON file.
+Figures: wall time, admissions/s, preemptions, p50/p99 of a scheduling pass and of a preemption
+search, and peak RSS. Timing wraps the engine from outside, so the core itself reads no clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "baseline": {
+        "cohorts": 5,
+        "cqs": 6,
+        "classes": [  # (name, count, interval_ms, runtime_ms, priority, cpu)
+            ("small", 350, 100, 200, 50, 1),
+            ("medium", 100, 500, 500, 100, 5),
+            ("large", 50, 1200, 1000, 200, 20),
+        ],
+    },
+    "large-scale": {
+        "cohorts": 10,
+        "cqs": 100,
+        "classes": [
+            ("small", 35, 60, 150, 50, 1),
+            ("medium", 11, 300, 350, 100, 5),
+            ("large", 4, 700, 700, 200, 20),
+        ],
+    },
+}
+
+
+def build_scenario(shape: str, scale: float = 1.0) -> dict[str, Any]:
+    """A scenario document (the scenario-format contract) for one shape."""
+    cfg = SHAPES[shape]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "rf"}},
+    ]
+    arrivals: dict[float, list[dict[str, Any]]] = {}
+    for co in range(cfg["cohorts"]):
+        for q in range(cfg["cqs"]):
+            cq = f"cohort-{co}-cq-{q}"
+            objects.append(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "ClusterQueue",
+                    "metadata": {"name": cq},
+                    "spec": {
+                        "cohort": f"cohort-{co}",
+                        "namespaceSelector": {},
+                        "preemption": {
+                            "reclaimWithinCohort": "Any",
+                            "withinClusterQueue": "LowerPriority",
+                        },
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["cpu"],
+                                "flavors": [
+                                    {
+                                        "name": "rf",
+                                        "resources": [
+                                            {"name": "cpu", "nominalQuota": 20, "borrowingLimit": 100}
+                                        ],
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                }
+            )
+            objects.append(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": cq, "namespace": "bench"},
+                    "spec": {"clusterQueue": cq},
+                }
+            )
+            for cls, count, interval, runtime, prio, cpu in cfg["classes"]:
+                for i in range(int(count * scale)):
+                    at = round(i * interval / 1000.0, 3)
+                    arrivals.setdefault(at, []).append(
+                        {
+                            "apiVersion": "kueue.x-k8s.io/v1beta1",
+                            "kind": "Workload",
+                            "metadata": {
+                                "name": f"{cq}-{cls}-{i}",
+                                "namespace": "bench",
+                                "annotations": {"gpuaas.dev/runtime-seconds": str(runtime / 1000.0)},
+                            },
+                            "spec": {
+                                "queueName": cq,
+                                "priority": prio,
+                                "podSets": [
+                                    {
+                                        "name": "main",
+                                        "count": 1,
+                                        "template": {
+                                            "spec": {
+                                                "containers": [
+                                                    {"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}
+                                                ]
+                                            }
+                                        },
+                                    }
+                                ],
+                            },
+                        }
+                    )
+    steps = [{"at": at, "apply": arrivals[at]} for at in sorted(arrivals)]
+    # A final step late enough for everything to have run, checking the queues drained.
+    steps.append({"at": (max(arrivals) + 3600.0), "expect": {"pending": [], "admitted": []}})
+    return {
+        "apiVersion": "gpuaas.dev/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": f"bench-{shape}-x{scale:g}", "source": "kueue test/performance/scheduler"},
+        "spec": {"objects": objects, "steps": steps},
+    }
+
+
+def _pct(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p * len(values)))]
+
+
+def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
+    """Run the scenario through the runner with timing wrappers around the engine."""
+    from gpuaas.core import preemption as preemption_mod
+    from gpuaas.core import scheduler as scheduler_mod
+    from gpuaas.sim import runner
+    from gpuaas.sim.scenario import parse_scenario
+
+    cycle_times: list[float] = []
+    search_times: list[float] = []
+    orig_cycle = scheduler_mod.Scheduler.cycle
+    orig_targets = preemption_mod.ClassicalPreemption.targets
+
+    def timed_cycle(self: Any, heads: Any, now: float) -> bool:
+        t0 = time.perf_counter()
+        try:
+            return orig_cycle(self, heads, now)
+        finally:
+            cycle_times.append(time.perf_counter() - t0)
+
+    def timed_targets(self: Any, p: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return orig_targets(self, p)
+        finally:
+            search_times.append(time.perf_counter() - t0)
+
+    scheduler_mod.Scheduler.cycle = timed_cycle  # type: ignore[method-assign]
+    preemption_mod.ClassicalPreemption.targets = timed_targets  # type: ignore[method-assign]
+    try:
+        seen: list[Any] = []
+        t0 = time.perf_counter()
+        scenario = parse_scenario(doc, "<bench>")
+        outcome = runner.run_scenario(scenario, on_step=lambda _s, c: seen.append(c))
+        wall = time.perf_counter() - t0
+    finally:
+        scheduler_mod.Scheduler.cycle = orig_cycle  # type: ignore[method-assign]
+        preemption_mod.ClassicalPreemption.targets = orig_targets  # type: ignore[method-assign]
+    cluster = seen[-1]
+    admissions = sum(w.admission_count for w in cluster.workloads.values())
+    return {
+        "workloads": len(cluster.workloads),
+        "passed": outcome.passed,
+        "wall_s": wall,
+        "admissions": admissions,
+        "admissions_per_s": admissions / wall if wall else 0.0,
+        "preemptions": len(cluster.preempted_keys),
+        "evictions": sum(w.requeue_count for w in cluster.workloads.values()),
+        "cycles": len(cycle_times),
+        "cycle_p50_ms": _pct(cycle_times, 0.5) * 1000,
+        "cycle_p99_ms": _pct(cycle_times, 0.99) * 1000,
+        "searches": len(search_times),
+        "search_p50_ms": _pct(search_times, 0.5) * 1000,
+        "search_p99_ms": _pct(search_times, 0.99) * 1000,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_cli(doc: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.json"
+        path.write_text(json.dumps(doc))
+        size_mb = path.stat().st_size / 1e6
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuaas", "scenario", "run", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - t0
+    return {"file_mb": size_mb, "process_wall_s": wall, "exit_code": proc.returncode}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", choices=["baseline", "large-scale", "both"], default="both")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--cli", action="store_true", help="also time the whole CLI process")
+    ap.add_argument("--growth", action="store_true", help="run the shape at scale 0.1 and 1 and compare")
+    args = ap.parse_args()
+    shapes = ["baseline", "large-scale"] if args.shape == "both" else [args.shape]
+    print(f"gpuaas engine bench (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    for shape in shapes:
+        scales = [args.scale / 10, args.scale] if args.growth else [args.scale]
+        results = []
+        for scale in scales:
+            doc = build_scenario(shape, scale)
+            r = run_in_process(doc)
+            results.append(r)
+            print(
+                f"{shape} x{scale:g}: {r['workloads']} workloads, wall {r['wall_s']:.2f} s, "
+                f"{r['admissions']} admissions ({r['admissions_per_s']:,.0f}/s), "
+                f"{r['preemptions']} preempted ({r['evictions']} evictions), "
+                f"{r['cycles']} cycles p50 {r['cycle_p50_ms']:.3f} ms p99 {r['cycle_p99_ms']:.3f} ms, "
+                f"{r['searches']} preemption searches p50 {r['search_p50_ms']:.3f} ms "
+                f"p99 {r['search_p99_ms']:.3f} ms, peak RSS {r['peak_rss_mib']:.0f} MiB, "
+                f"expectations {'held' if r['passed'] else 'FAILED'}"
+            )
+            if args.cli:
+                c = run_cli(doc)
+                print(
+                    f"  cli: gpuaas scenario run on {c['file_mb']:.1f} MB JSON: "
+                    f"{c['process_wall_s']:.2f} s, exit {c['exit_code']}"
+                )
+        if args.growth and len(results) == 2:
+            small, big = results
+            n_ratio = big["workloads"] / max(1, small["workloads"])
+            t_ratio = big["wall_s"] / max(1e-9, small["wall_s"])
+            print(
+                f"  growth: {n_ratio:.1f}x workloads -> {t_ratio:.1f}x time "
+                f"(n log n would be {n_ratio * (1 + __import__('math').log10(n_ratio) / 4):.1f}x or less)"
+            )
+
+
+if __name__ == "__main__":
+    main()
