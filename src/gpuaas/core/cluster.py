@@ -31,7 +31,8 @@ from gpuaas.core.quota import QuotaNode, quotas_of, recompute_tree
 from gpuaas.core.scheduler import Entry, Scheduler, classical_order_key
 from gpuaas.core.state import Admission, Event, Phase, WorkloadState
 
-MAX_CYCLES_PER_INSTANT = 100_000
+MAX_CYCLES_PER_INSTANT = 20_000
+MAX_READMISSIONS = 5  # admissions of one workload within one instant before it counts as flapping
 
 
 class ApplyError(ValueError):
@@ -138,6 +139,7 @@ class Cluster:
 
     def _apply_local_queue(self, lq: LocalQueue, now: float) -> None:
         self.local_queues[(lq.namespace, lq.name)] = lq
+        self._tree_dirty = True  # warnings name LocalQueues pointing at missing ClusterQueues
         self._reroute_pending()
         if lq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
             for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
@@ -360,14 +362,17 @@ class Cluster:
         if self.config.fair_sharing:
             from gpuaas.core.fairsharing import FairPreemption
 
-            return FairPreemption(self.cqs, self.config)
+            return FairPreemption(self.cqs, self.config, cohort_weights=self._cohort_weights())
         return ClassicalPreemption(self.cqs)
+
+    def _cohort_weights(self) -> dict[str, float]:
+        return {n: c.fair_weight for n, c in self.cohorts.items()}
 
     def order_entries(self, entries: list[Entry]) -> list[Entry]:
         if self.config.fair_sharing:
             from gpuaas.core.fairsharing import fair_order
 
-            return fair_order(entries)
+            return fair_order(entries, cohort_weights=self._cohort_weights())
         return sorted(entries, key=classical_order_key)
 
     def _pop_heads(self) -> list[Entry]:
@@ -379,7 +384,7 @@ class Cluster:
             if cq is None or not cq.active:
                 self._ready.discard(name)
                 continue
-            if cq.queue.strict and cq.queue.blocked_at == self.version:
+            if cq.queue.blocked_at == self.version:
                 self._ready.discard(name)
                 continue
             key: str | None = None
@@ -400,17 +405,33 @@ class Cluster:
         start = len(self.events)
         self.now = now
         self._refresh_structure()
+        admissions_at_start = {k: w.admission_count for k, w in self.workloads.items()}
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
             if not heads:
                 break
             version = self.version
             self._scheduler.cycle(heads, now)
-            for e in heads:
-                if not e.admitted and e.cq.queue.strict and self.version == version:
-                    e.cq.queue.blocked_at = self.version
+            if self.version == version:
+                # Nothing changed: a StrictFIFO head that failed, or a preemptor still waiting
+                # for its victims to stop, would fail the same way again. Block its CQ until
+                # the state changes, as Kueue's head would keep failing until then.
+                for e in heads:
+                    if not e.admitted and (e.cq.queue.strict or e.preempting):
+                        e.cq.queue.blocked_at = self.version
             if self.instant_evictions:
                 self.life.complete_evictions(now)
+            if any(
+                w.admission_count - admissions_at_start.get(e.state.key, 0) > MAX_READMISSIONS
+                for e in heads
+                if (w := e.state)
+            ):
+                # Policies that let two workloads evict each other in turn (possible with fair
+                # sharing, as in Kueue) would flap forever at one instant; stop and say so.
+                self._warnings.append(
+                    f"t={now}: workloads kept evicting each other; scheduling paused"
+                )
+                break
         else:  # pragma: no cover - a safety net, never expected
             self._warnings.append(f"scheduling did not settle at t={now} after many cycles")
         return self.events[start:]
@@ -431,7 +452,9 @@ class Cluster:
             immediate = e.requeue_reason in ("FailedAfterNomination", "PendingPreemption")
             if not immediate and e.requeue_reason in ("NoFit", "PreemptionNoCandidates"):
                 root = id(cq.node.root())
-                if self._requeue_gen.get(root, 0) > e.popped_requeue_gen or (e.assignment is not None and e.assignment.pending_flavors()):
+                if self._requeue_gen.get(root, 0) > e.popped_requeue_gen or (
+                    e.assignment is not None and e.assignment.pending_flavors()
+                ):
                     immediate = True
         self._push(wl, inadmissible=not immediate)
 

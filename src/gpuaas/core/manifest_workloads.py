@@ -271,8 +271,12 @@ def _ray_pod_sets(
     path: str,
     annotations: dict[str, Any],
     head_extra: list[ExtraContainer],
+    submitter: bool = False,
 ) -> list[PodSet]:
-    """Kueue's ``raycluster.BuildPodSets``: "head" (1 pod), then one podset per worker group."""
+    """Kueue's ``raycluster.BuildPodSets``: "head" (1 pod), then one podset per worker group.
+
+    ``submitter``: a "submitter" podset will follow, so no worker group may take that name.
+    """
     if opt_bool(ctx, cluster, "enableInTreeAutoscaling", f"{path}.enableInTreeAutoscaling", False):
         raise ctx.err(
             f"{path}.enableInTreeAutoscaling",
@@ -299,6 +303,13 @@ def _ray_pod_sets(
             raise ctx.err(f"{p}.groupName", "required value")
         if name == "head":
             raise ctx.err(f"{p}.groupName", '"head" is reserved for the head group')
+        if submitter and name == "submitter":
+            raise ctx.err(
+                f"{p}.groupName",
+                '"submitter" is the podset Kueue adds for the submitter Job in K8sJobMode',
+            )
+        if any(ps.name == name for ps in pod_sets):
+            raise ctx.err(f"{p}.groupName", f"Duplicate value: {name!r}")
         replicas = opt_int(ctx, group, "replicas", f"{p}.replicas", minimum=0)
         count = RAY_DEFAULT_REPLICAS if replicas is None else replicas
         hosts = opt_int(ctx, group, "numOfHosts", f"{p}.numOfHosts", minimum=1)
@@ -358,7 +369,9 @@ def parse_ray_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Worklo
         )
     annotations = opt_map(ctx, meta, "annotations", "metadata.annotations") or {}
     head_extra = [_SUBMITTER] if mode == "SidecarMode" else []
-    pod_sets = _ray_pod_sets(ctx, cluster, "spec.rayClusterSpec", annotations, head_extra)
+    pod_sets = _ray_pod_sets(
+        ctx, cluster, "spec.rayClusterSpec", annotations, head_extra, mode == "K8sJobMode"
+    )
     if mode == "K8sJobMode":
         raw = spec.get("submitterPodTemplate")
         if raw is not None:

@@ -169,17 +169,17 @@ class ClassicalPreemption:
         advantage: bool,
         out: list[_Candidate],
     ) -> None:
-        for child in current.children:
-            if child.is_cq:
+        # Only children above their quota on a needed FlavorResource hold candidates
+        # (Kueue skips subtrees within nominal); the tree keeps that set per node.
+        for child in current.over_children(p.frs):
+            if child is skip or child is p.cq.node:
                 continue
-            if child is skip or child.within_nominal(p.frs):
+            if not child.is_cq:
+                self._in_subtree(p, child, root, skip, advantage, out)
                 continue
-            self._in_subtree(p, child, root, skip, advantage, out)
-        for child in current.children:
-            if not child.is_cq or child is p.cq.node:
-                continue
-            if not child.within_nominal(p.frs):
-                self._from_cq(p, self.cqs[child.name], root, advantage, out)
+            cq = self.cqs.get(child.name)
+            if cq is not None and cq.active:
+                self._from_cq(p, cq, root, advantage, out)
 
     def _collect(self, p: Preemptor) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
         same: list[_Candidate] = []

@@ -1,0 +1,179 @@
+"""The dashboard's routes: the page and its assets, the summary, and a live Server-Sent Events feed.
+
+``/`` and ``/static/...`` serve the files shipped in ``gpuaas/dashboard/static`` (no CDN, no build
+step). ``.../dashboard/summary`` answers ``dashboard_view.build_summary`` for the caller's token;
+``.../dashboard/stream`` sends the same summary as an SSE ``summary`` event on connect, within a
+fraction of a second of every committed change (through the engine's subscribe hook), and every
+few seconds otherwise. EventSource cannot set headers, so both JSON routes take the token from
+``Authorization: Bearer`` or from ``?token=``. A sampler thread feeds the per-ClusterQueue usage
+history on every change and every few seconds. Nothing here changes engine state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from gpuaas.api.auth import AuthError, Principal, authenticate
+from gpuaas.api.dashboard_view import UsageHistory, build_summary
+from gpuaas.engine.engine import Engine
+from gpuaas.engine.tokens import Tokens
+from gpuaas.store import Change
+
+DASHBOARD = "/apis/gpuaas.dev/v1alpha1/dashboard"
+COALESCE_S = 0.1  # gather a burst of commits into one push; well inside the 1 s promise
+REFRESH_S = 5.0  # push anyway so sparklines and clocks move when nothing changes
+SAMPLE_EVERY_S = 3.0
+SAMPLE_MIN_GAP_S = 0.25
+
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+    ".json": "application/json",
+}
+
+
+def static_root() -> Traversable:
+    return resources.files("gpuaas").joinpath("dashboard", "static")
+
+
+def _asset(path: str) -> Response:
+    parts = [p for p in path.split("/") if p]
+    suffix = "." + parts[-1].rpartition(".")[2] if parts and "." in parts[-1] else ""
+    bad = not parts or any(p in (".", "..") or "\\" in p for p in parts)
+    node = static_root()
+    if not bad:
+        for p in parts:
+            node = node.joinpath(p)
+    if bad or suffix not in _TYPES or not node.is_file():
+        return JSONResponse(
+            {"kind": "Status", "status": "Failure", "code": 404, "reason": "NotFound",
+             "message": f"dashboard asset {path!r} not found"},
+            status_code=404,
+        )  # fmt: skip
+    return Response(
+        node.read_bytes(), media_type=_TYPES[suffix], headers={"Cache-Control": "no-cache"}
+    )
+
+
+async def principal_of(request: Request) -> Principal:
+    """The caller, from ``Authorization: Bearer`` or (for EventSource) ``?token=``."""
+    tokens: Tokens = request.app.state.tokens
+    token = request.query_params.get("token", "").strip()
+    if not token:
+        return await authenticate(request, tokens)
+    rec = await run_in_threadpool(tokens.authenticate, token)
+    if rec is None:
+        raise AuthError(401, "unknown token")
+    return Principal(rec.name, rec.admin, frozenset(rec.namespaces))
+
+
+class _Sampler:
+    """Samples usage into the history on every committed change and every few seconds."""
+
+    def __init__(self, engine: Engine, history: UsageHistory) -> None:
+        self.engine, self.history = engine, history
+        self.stop = threading.Event()
+        self._dirty = threading.Event()
+        self._sub: Any = engine.subscribe(lambda _c: True, lambda _c: self._dirty.set())
+        self._thread = threading.Thread(target=self._run, name="gpuaas-dashboard", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self._dirty.wait(SAMPLE_EVERY_S)
+                self._dirty.clear()
+                if self.stop.is_set():
+                    break
+                try:
+                    self.history.sample(self.engine)
+                except Exception:  # never let a sample kill the sampler; try again next time
+                    continue
+                self.stop.wait(SAMPLE_MIN_GAP_S)
+        finally:
+            self._sub.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self._dirty.set()
+        self._thread.join(timeout=5)
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+async def _stream(
+    engine: Engine, principal: Principal, history: UsageHistory
+) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    changed = asyncio.Event()
+
+    def visible(c: Change) -> bool:
+        ns = c.key.namespace
+        return not ns or principal.admin or ns in principal.namespaces
+
+    def deliver(_c: Change) -> None:
+        loop.call_soon_threadsafe(changed.set)
+
+    sub: Any = engine.subscribe(visible, deliver)
+    try:
+        yield b"retry: 1000\n\n"
+        while True:
+            summary = await run_in_threadpool(build_summary, engine, principal, history)
+            yield _sse("summary", summary)
+            try:
+                await asyncio.wait_for(changed.wait(), REFRESH_S)
+                await asyncio.sleep(COALESCE_S)
+            except TimeoutError:
+                pass
+            changed.clear()
+    finally:
+        sub.close()
+
+
+def install(app: FastAPI) -> None:
+    engine: Engine = app.state.engine
+    history = UsageHistory()
+    history.sample(engine)
+    app.state.dashboard_history = history
+    app.state.dashboard_sampler = _Sampler(engine, history)
+    router = APIRouter()
+
+    @router.get("/", include_in_schema=False)
+    async def _index() -> Response:
+        return _asset("index.html")
+
+    @router.get("/static/{path:path}", include_in_schema=False)
+    async def _static(path: str) -> Response:
+        return _asset(path)
+
+    @router.get(f"{DASHBOARD}/summary", tags=["gpuaas"], operation_id="dashboard_summary")
+    async def _summary(request: Request) -> Response:
+        p = await principal_of(request)
+        return JSONResponse(await run_in_threadpool(build_summary, engine, p, history))
+
+    @router.get(f"{DASHBOARD}/stream", tags=["gpuaas"], operation_id="dashboard_stream")
+    async def _live(request: Request) -> Response:
+        p = await principal_of(request)
+        return StreamingResponse(
+            _stream(engine, p, history),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    app.include_router(router)

@@ -1,0 +1,421 @@
+"""What the dashboard shows, as one JSON document per caller: the summary and the usage history.
+
+``build_summary`` reads the engine's live state once, under the engine's lock, and shapes it for
+the page: totals, the cohort tree with per-resource utilization, ClusterQueues with their quotas
+and preemption policies, LocalQueues, workloads (state, priority, flavors, preemptor, position,
+why pending), flavors, recent events and the GPU panel. Namespaced things are filtered to the
+caller's namespaces exactly as the API filters them; cluster-scoped objects are shown to everyone.
+``UsageHistory`` is a bounded ring of per-ClusterQueue usage samples for the sparklines. This
+module reads and shapes; it never changes the engine or decides anything about admission.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gpuaas.api.auth import Principal
+from gpuaas.api.extras import event_doc
+from gpuaas.core.cluster import Cluster
+from gpuaas.core.objects import ClusterQueue, ResourceGroup
+from gpuaas.core.quantity import format_quantity
+from gpuaas.core.state import Phase, WorkloadState
+from gpuaas.engine.engine import Engine
+from gpuaas.engine.kinds import BY_KIND
+from gpuaas.store import EventRecord
+
+JsonDoc = dict[str, Any]
+GPU = "nvidia.com/gpu"
+RECENT_EVENTS = 60
+HISTORY_SAMPLES = 240  # at one sample per change or per few seconds: a quarter hour or more
+
+
+class UsageHistory:
+    """Per ClusterQueue and resource, the last ``HISTORY_SAMPLES`` usage totals over all flavors.
+
+    A sample is taken on every committed change and every few seconds (by the router's sampler);
+    identical consecutive samples still count, so the time axis stays even.
+    """
+
+    def __init__(self, size: int = HISTORY_SAMPLES) -> None:
+        self._lock = threading.Lock()
+        self._samples: deque[tuple[float, dict[str, dict[str, int]]]] = deque(maxlen=size)
+
+    def sample(self, engine: Engine, now: float | None = None) -> None:
+        with engine._lock:  # the engine mutates the Cluster under this lock
+            cluster = engine.cluster
+            point = {
+                name: {
+                    **dict.fromkeys(_nominal_by_resource(cq.spec.resource_groups), 0),
+                    **_usage_by_resource(cluster, name),
+                }
+                for name, cq in cluster.cqs.items()
+            }
+        with self._lock:
+            self._samples.append((time.time() if now is None else now, point))
+
+    def series(self, cq: str) -> JsonDoc:
+        """``{"t": [...], "resources": {res: [...]}}`` for one ClusterQueue, oldest first."""
+        with self._lock:
+            samples = list(self._samples)
+        resources = sorted({r for _, p in samples for r in p.get(cq, {})})
+        return {
+            "t": [round(t, 3) for t, _ in samples],
+            "resources": {r: [p.get(cq, {}).get(r, 0) for _, p in samples] for r in resources},
+        }
+
+
+def _usage_by_resource(cluster: Cluster, cq: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (_, res), used in cluster.cluster_queue_usage(cq).items():
+        out[res] = out.get(res, 0) + used
+    return out
+
+
+def _nominal_by_resource(groups: Iterable[ResourceGroup]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for group in groups:
+        for fq in group.flavors:
+            for res, q in fq.resources.items():
+                out[res] = out.get(res, 0) + q.nominal
+    return out
+
+
+def _qty(value: int | None, res: str) -> str | None:
+    return None if value is None else format_quantity(value, res)
+
+
+def _policies(cq: ClusterQueue) -> JsonDoc:
+    p = cq.preemption
+    return {
+        "withinClusterQueue": str(p.within_cluster_queue),
+        "reclaimWithinCohort": str(p.reclaim_within_cohort),
+        "borrowWithinCohort": {
+            "policy": str(p.borrow_within_cohort.policy),
+            "maxPriorityThreshold": p.borrow_within_cohort.max_priority_threshold,
+        },
+        "queueingStrategy": str(cq.queueing_strategy),
+        "whenCanBorrow": str(cq.flavor_fungibility.when_can_borrow),
+        "whenCanPreempt": str(cq.flavor_fungibility.when_can_preempt),
+        "stopPolicy": str(cq.stop_policy),
+        "fairWeight": cq.fair_weight,
+    }
+
+
+def _cluster_queues(
+    engine: Engine, cluster: Cluster, history: UsageHistory
+) -> tuple[list[JsonDoc], dict[str, ClusterQueue]]:
+    specs: dict[str, ClusterQueue] = {}
+    out: list[JsonDoc] = []
+    summary = {s["name"]: s for s in engine.cluster_queue_summary()}
+    for name in sorted(cluster.cqs):
+        spec = cluster.cqs[name].spec
+        specs[name] = spec
+        s = summary.get(name, {})
+        resources = []
+        for r in s.get("resources", []):
+            res = r["resource"]
+            resources.append(
+                {
+                    **{k: r[k] for k in ("flavor", "resource", "nominal", "usage", "borrowed")},
+                    "borrowingLimit": r["borrowingLimit"],
+                    "lendingLimit": r["lendingLimit"],
+                    "display": {
+                        "nominal": _qty(r["nominal"], res),
+                        "usage": _qty(r["usage"], res),
+                        "borrowed": _qty(r["borrowed"], res),
+                        "borrowingLimit": _qty(r["borrowingLimit"], res),
+                        "lendingLimit": _qty(r["lendingLimit"], res),
+                    },
+                }
+            )
+        out.append(
+            {
+                "name": name,
+                "cohort": spec.cohort,
+                "active": s.get("active", True),
+                "warnings": s.get("warnings", []),
+                "pendingWorkloads": s.get("pendingWorkloads", 0),
+                "admittedWorkloads": s.get("admittedWorkloads", 0),
+                "borrowing": any(r["borrowed"] > 0 for r in resources),
+                "policies": _policies(spec),
+                "resources": resources,
+                "history": history.series(name),
+            }
+        )
+    return out, specs
+
+
+def _cohorts(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
+    """The cohort tree: each cohort's members, children and utilization per resource.
+
+    A cohort's capacity is its own quota plus its members' nominal quota, recursively; its usage
+    is what its member ClusterQueues hold, recursively.
+    """
+    names = set(cluster.cohorts) | {s.cohort for s in specs.values() if s.cohort}
+    names |= {c.parent for c in cluster.cohorts.values() if c.parent}
+    members = {n: sorted(q for q, s in specs.items() if s.cohort == n) for n in names}
+    children = {n: sorted(c for c, co in cluster.cohorts.items() if co.parent == n) for n in names}
+
+    def totals(name: str, seen: frozenset[str]) -> tuple[dict[str, int], dict[str, int]]:
+        co = cluster.cohorts.get(name)
+        cap = _nominal_by_resource(co.resource_groups) if co is not None else {}
+        used: dict[str, int] = {}
+        for q in members.get(name, []):
+            for res, v in _nominal_by_resource(specs[q].resource_groups).items():
+                cap[res] = cap.get(res, 0) + v
+            for res, v in _usage_by_resource(cluster, q).items():
+                used[res] = used.get(res, 0) + v
+        for child in children.get(name, []):
+            if child in seen:
+                continue  # a cycle: the core breaks it too
+            c_cap, c_used = totals(child, seen | {child})
+            for res, v in c_cap.items():
+                cap[res] = cap.get(res, 0) + v
+            for res, v in c_used.items():
+                used[res] = used.get(res, 0) + v
+        return cap, used
+
+    out: list[JsonDoc] = []
+    for name in sorted(names):
+        co = cluster.cohorts.get(name)
+        cap, used = totals(name, frozenset({name}))
+        out.append(
+            {
+                "name": name,
+                "explicit": co is not None,
+                "parent": co.parent if co is not None else None,
+                "fairWeight": co.fair_weight if co is not None else 1.0,
+                "members": members.get(name, []),
+                "children": children.get(name, []),
+                "resources": [
+                    {
+                        "resource": res,
+                        "capacity": cap.get(res, 0),
+                        "usage": used.get(res, 0),
+                        "display": {
+                            "capacity": format_quantity(cap.get(res, 0), res),
+                            "usage": format_quantity(used.get(res, 0), res),
+                        },
+                    }
+                    for res in sorted(set(cap) | set(used))
+                ],
+            }
+        )
+    return out
+
+
+def workload_state(st: WorkloadState) -> str:
+    """One word for the badge: Admitted, Pending, Evicted (pending again), Evicting, ..."""
+    evicted = st.conditions.get("Evicted")
+    if st.phase == Phase.PENDING and evicted is not None and evicted.status == "True":
+        return "Evicted"
+    return str(st.phase)
+
+
+def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc]:
+    order: dict[str, tuple[int, int]] = {}
+    for cq in cluster.cqs:
+        pending = cluster.pending_in(cq)
+        for i, w in enumerate(pending):
+            order[w.key] = (i + 1, len(pending))
+    out: list[JsonDoc] = []
+    for key in sorted(cluster.workloads, key=lambda k: cluster.workloads[k].uid):
+        st = cluster.workloads[key]
+        wl = st.workload
+        if not visible(wl.namespace):
+            continue
+        flavors: dict[str, str] = {}
+        usage: dict[str, str] = {}
+        if st.admission is not None:
+            for ps in st.admission.pod_sets:
+                flavors.update(ps.flavors)
+            for (_, res), v in st.admission.usage().items():
+                usage[res] = format_quantity(v, res)
+        requests: dict[str, int] = {}
+        for pod_set in wl.pod_sets:
+            for res, q in pod_set.requests.items():
+                requests[res] = requests.get(res, 0) + q * pod_set.count
+        evicted = st.conditions.get("Evicted")
+        pos = order.get(key)
+        out.append(
+            {
+                "key": key,
+                "namespace": wl.namespace,
+                "name": wl.name,
+                "kind": wl.kind,
+                "queue": wl.queue_name,
+                "clusterQueue": st.cluster_queue,
+                "state": workload_state(st),
+                "phase": str(st.phase),
+                "priority": st.priority,
+                "priorityClass": wl.priority_class,
+                "flavors": flavors,
+                "usage": usage,
+                "requests": {r: format_quantity(v, r) for r, v in sorted(requests.items())},
+                "gpus": requests.get(GPU, 0),
+                "preemptedBy": st.preempted_by,
+                "preemptionReason": st.preemption_reason,
+                "evictionReason": evicted.reason if evicted and evicted.status == "True" else None,
+                "everPreempted": st.ever_preempted,
+                "position": pos[0] if pos else None,
+                "queueLength": pos[1] if pos else None,
+                "whyPending": cluster.why_pending(key) if st.phase == Phase.PENDING else None,
+                "createdAt": st.created_at,
+                "admittedAt": st.admitted_at,
+                "requeues": st.requeue_count,
+            }
+        )
+    return out
+
+
+def _flavors(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
+    out: list[JsonDoc] = []
+    for name in sorted(cluster.flavors):
+        rf = cluster.flavors[name]
+        using = sorted(
+            q
+            for q, s in specs.items()
+            for g in s.resource_groups
+            for f in g.flavors
+            if f.name == name
+        )
+        resources = sorted(
+            {r for s in specs.values() for g in s.resource_groups for f in g.flavors
+             if f.name == name for r in f.resources}
+        )  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "labels": dict(rf.node_labels),
+                "taints": [
+                    {"key": t.key, "value": t.value, "effect": t.effect} for t in rf.node_taints
+                ],
+                "tolerations": [
+                    {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
+                    for t in rf.tolerations
+                ],
+                "clusterQueues": sorted(set(using)),
+                "resources": resources,
+            }
+        )
+    return out
+
+
+def gpu_panel(engine: Engine, workloads: list[JsonDoc], visible: Callable[[str], bool]) -> JsonDoc:
+    """GPUs and who holds them: from a runtime that reports assignments, else from quota.
+
+    A runtime riding on the engine (an observer) may offer ``gpu_assignments()``: a list of
+    ``{"node", "index", "uuid", "model", "workload", "pod", "utilization", "memoryUsed",
+    "memoryTotal", "power"}`` dicts (workload ``None`` when free). Without one, the panel lists
+    the GPUs implied by admitted workloads' ``nvidia.com/gpu`` usage, per flavor.
+    """
+    for obs in engine.observers:
+        report = getattr(obs, "gpu_assignments", None)
+        if callable(report):
+            reported = [dict(g) for g in report()]
+            for g in reported:
+                wl = g.get("workload")
+                if isinstance(wl, str) and not visible(wl.partition("/")[0]):
+                    g["workload"], g["pod"] = "(another namespace)", None
+            return {"source": "runtime", "note": "", "gpus": reported}
+    gpus: list[JsonDoc] = []
+    for w in workloads:
+        if w["state"] not in ("Admitted", "Evicting") or not w["gpus"]:
+            continue
+        flavor = w["flavors"].get(GPU, "?")
+        for i in range(int(w["gpus"])):
+            gpus.append(
+                {
+                    "node": flavor,
+                    "index": i,
+                    "workload": w["key"],
+                    "state": w["state"],
+                    "model": None,
+                }
+            )
+    return {
+        "source": "quota",
+        "note": "GPU telemetry is not wired yet: GPUs shown are implied by admitted workloads' "
+        "nvidia.com/gpu quota, grouped by flavor.",
+        "gpus": gpus,
+    }
+
+
+def _events(engine: Engine, principal: Principal) -> list[JsonDoc]:
+    records: list[EventRecord]
+    if principal.admin:
+        records = engine.store.events(limit=RECENT_EVENTS)
+    else:
+        records = [
+            r
+            for r in engine.store.events(limit=1000)
+            if r.namespace in principal.namespaces or r.namespace == ""
+        ]
+    return [event_doc(r) for r in records[-RECENT_EVENTS:]][::-1]
+
+
+def build_summary(engine: Engine, principal: Principal, history: UsageHistory) -> JsonDoc:
+    """Everything the dashboard's pages show, filtered to what ``principal`` may read."""
+
+    def visible(ns: str) -> bool:
+        return principal.admin or ns in principal.namespaces
+
+    with engine._lock:  # one consistent read of the live Cluster
+        cluster = engine.cluster
+        rv = engine.rv
+        cqs, specs = _cluster_queues(engine, cluster, history)
+        cohorts = _cohorts(cluster, specs)
+        workloads = _workloads(cluster, visible)
+        flavors = _flavors(cluster, specs)
+        lqs, _ = engine.list_objects(BY_KIND["LocalQueue"], principal.namespace_filter())
+        gpus = gpu_panel(engine, workloads, visible)
+    events = _events(engine, principal)
+    counts = {s: sum(1 for w in workloads if w["state"] == s) for s in _STATES}
+    return {
+        "apiVersion": "gpuaas.dev/v1alpha1",
+        "kind": "DashboardSummary",
+        "resourceVersion": str(rv),
+        "generatedAt": time.time(),
+        "principal": {
+            "name": principal.name,
+            "admin": principal.admin,
+            "namespaces": sorted(principal.namespaces),
+        },
+        "totals": {
+            "clusterQueues": len(cqs),
+            "cohorts": len(cohorts),
+            "localQueues": len(lqs),
+            "flavors": len(flavors),
+            "workloads": len(workloads),
+            **{s[0].lower() + s[1:]: n for s, n in counts.items()},
+            "gpusInUse": len(gpus["gpus"])
+            if gpus["source"] == "quota"
+            else sum(1 for g in gpus["gpus"] if g.get("workload")),
+            "gpuQuota": sum(
+                r["nominal"] for q in cqs for r in q["resources"] if r["resource"] == GPU
+            ),
+        },
+        "cohorts": cohorts,
+        "clusterQueues": cqs,
+        "localQueues": [
+            {
+                "namespace": d["metadata"]["namespace"],
+                "name": d["metadata"]["name"],
+                "clusterQueue": d["status"]["clusterQueue"],
+                "pending": d["status"]["pendingWorkloads"],
+                "admitted": d["status"]["admittedWorkloads"],
+            }
+            for d in lqs
+        ],
+        "workloads": workloads,
+        "flavors": flavors,
+        "events": events,
+        "gpus": gpus,
+    }
+
+
+_STATES = ("Admitted", "Pending", "Evicted", "Evicting", "Finished", "Inactive")

@@ -1,0 +1,117 @@
+"""Test support: run a real ``gpuaas server`` process on a free port and always stop it.
+
+``ServerProcess`` starts ``python -m gpuaas.cli.server`` in its own process group, waits for
+``/healthz``, and ``stop()``/``kill()`` end it (SIGTERM then SIGKILL, or SIGKILL at once for crash
+tests). Tests use it as a context manager or from a fixture's finally, so no server outlives its
+test. No production code imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        db: str | None = None,
+        *,
+        port: int | None = None,
+        extra: tuple[str, ...] = (),
+        tls: bool = False,
+    ) -> None:
+        self.data_dir = data_dir
+        self.db = db
+        self.port = port or free_port()
+        self.extra = extra
+        self.scheme = "https" if tls else "http"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir / f"server-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def admin_token(self) -> str:
+        return (self.data_dir / "admin-token").read_text().strip()
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        cmd = [
+            sys.executable, "-m", "gpuaas.cli.server",
+            "--data-dir", str(self.data_dir), "--port", str(self.port), *self.extra,
+        ]  # fmt: skip
+        if self.db:
+            cmd += ["--db", self.db]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes to it for its lifetime
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", verify=False, timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server did not become healthy in {timeout}s: {self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text()[-4000:]
+        except OSError:
+            return ""
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token or self.admin_token}"},
+            verify=False,
+            timeout=60,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: a crash, no chance to flush anything."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start() if self.proc is None else self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,116 @@
+"""Checks and edits of API documents before the engine applies them: identity against the path,
+merge patches, and the names used in error messages.
+
+Pure functions over JSON documents; they raise ``Invalid`` with the object, field and reason, and
+never touch engine state.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+from gpuaas.core.manifests import ManifestError, parse_object
+from gpuaas.core.objects import KueueObject
+from gpuaas.engine.errors import Invalid
+from gpuaas.engine.kinds import CONFIGURATION, Kind
+from gpuaas.store import JsonDoc
+from gpuaas.telemetry import TelemetryInputError, parse_configuration
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = merge_patch(target.get(k), v)
+    return target
+
+
+def with_rv(doc: JsonDoc, rv: int) -> JsonDoc:
+    out = dict(doc)
+    out["metadata"] = {**doc.get("metadata", {}), "resourceVersion": str(rv)}
+    return out
+
+
+def spec_of(doc: JsonDoc) -> Any:
+    return {k: v for k, v in doc.items() if k not in ("metadata", "status")}
+
+
+def describe(kind: Kind, namespace: str | None, name: str) -> str:
+    return f"{kind.kind} {namespace}/{name}" if kind.namespaced else f"{kind.kind} {name}"
+
+
+def obj_name(obj: KueueObject) -> str:
+    ns = getattr(obj, "namespace", None)
+    return f"{ns}/{obj.name}" if ns else obj.name
+
+
+def parse(doc: JsonDoc) -> KueueObject | None:
+    """The core object, or ``None`` for a valid ``GpuaasConfiguration`` (not a core kind)."""
+    if doc.get("kind") == CONFIGURATION.kind:
+        check_configuration(doc)
+        return None
+    try:
+        return parse_object(doc)
+    except ManifestError as exc:
+        raise Invalid(str(exc)) from exc
+
+
+def check_configuration(doc: JsonDoc) -> None:
+    """One configuration per server, named ``default``; its fields as ``telemetry.config``."""
+    name = (doc.get("metadata") or {}).get("name")
+    if name != "default":
+        raise Invalid(
+            f"{CONFIGURATION.kind} {name}: metadata.name: must be 'default' "
+            "(one configuration per server)"
+        )
+    try:
+        parse_configuration(doc)
+    except TelemetryInputError as exc:
+        raise Invalid(str(exc)) from exc
+
+
+def checked(kind: Kind, namespace: str | None, name: str | None, doc: Any) -> JsonDoc:
+    """The body's identity must match the path: apiVersion, kind, namespace and name."""
+    if not isinstance(doc, dict):
+        raise Invalid(f"{kind.kind}: the body must be a single object, not {type(doc).__name__}")
+    doc = copy.deepcopy(doc)
+    meta = doc.get("metadata")
+    if meta is None:
+        meta = doc["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise Invalid(f"{kind.kind}: metadata: must be an object")
+    body_name = meta.get("name")
+    where = describe(kind, namespace, str(body_name or name or "<unnamed>"))
+    doc.setdefault("apiVersion", kind.api_version)
+    doc.setdefault("kind", kind.kind)
+    if doc["kind"] != kind.kind:
+        raise Invalid(f"{where}: kind: {doc['kind']!r} does not match the path ({kind.kind})")
+    if not isinstance(doc["apiVersion"], str) or not kind.accepts(doc["apiVersion"]):
+        raise Invalid(
+            f"{where}: apiVersion: {doc['apiVersion']!r} is not served for {kind.kind} "
+            f"(use {kind.api_version})"
+        )
+    if name is not None:
+        if body_name in (None, ""):
+            meta["name"] = name
+        elif body_name != name:
+            raise Invalid(f"{where}: metadata.name: {body_name!r} does not match the path ({name})")
+    elif not isinstance(body_name, str) or not body_name:
+        raise Invalid(f"{where}: metadata.name: required")
+    if kind.namespaced:
+        body_ns = meta.get("namespace")
+        if body_ns in (None, ""):
+            meta["namespace"] = namespace
+        elif body_ns != namespace:
+            raise Invalid(
+                f"{where}: metadata.namespace: {body_ns!r} does not match the path ({namespace})"
+            )
+    elif meta.get("namespace"):
+        raise Invalid(f"{where}: metadata.namespace: {kind.kind} is cluster-scoped")
+    return cast(JsonDoc, doc)

@@ -1,0 +1,657 @@
+"""The shell around the core ``Cluster``: load, apply, schedule, persist, publish.
+
+One ``Engine`` owns one core Cluster behind a lock. Every change follows the same steps: (1) check
+the request against what is stored, (2) apply it to the Cluster, (3) ``schedule(now)`` with the
+wall clock, (4) turn the new object, the changed workload statuses and the events into one batch of
+writes, (5) hand the batch to the group committer and, outside the lock, wait until it is durable.
+Watchers are told only after the commit. All admission and preemption rules stay in the core; this
+module never decides who is admitted. On start (and after a failed commit) the Cluster is rebuilt
+from the store: objects in creation order, admitted workloads restored on the same flavors.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
+from typing import Any, Protocol
+
+from gpuaas.core.cluster import Cluster
+from gpuaas.core.config import SchedulerConfig
+from gpuaas.core.manifests import ManifestError, parse_object
+from gpuaas.core.objects import ClusterQueue, KueueObject, Workload
+from gpuaas.core.state import Event, Phase
+from gpuaas.engine import documents, render
+from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
+from gpuaas.engine.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
+from gpuaas.engine.watch import WatchHub
+from gpuaas.store import (
+    AppendChange,
+    AppendEvent,
+    Change,
+    DeleteObject,
+    EventRecord,
+    GroupCommitter,
+    JsonDoc,
+    ObjectKey,
+    ObjectRecord,
+    PutObject,
+    Store,
+    StoreError,
+    Write,
+)
+
+log = logging.getLogger(__name__)
+
+_NS_LABEL = "kubernetes.io/metadata.name"
+_OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a safety bound
+
+
+class EngineObserver(Protocol):
+    """An adapter riding on the engine (runtime, telemetry). Both hooks run under the engine lock.
+
+    ``on_tick`` runs before each periodic settle: report what happened outside (pods stopped or
+    finished) by calling the Cluster (``confirm_stopped``, ``finish``). ``on_events`` sees every
+    core event of a settle, after scheduling: act on admissions and evictions (start, stop).
+    Neither may block for long or do network I/O inside a store transaction.
+    """
+
+    def on_tick(self, engine: Engine, now: float) -> None: ...
+
+    def on_events(self, engine: Engine, events: list[Event], now: float) -> None: ...
+
+
+class _Batch:
+    """Writes and changes gathered under the lock for one request."""
+
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+        self.changes: list[Change] = []
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        config: SchedulerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        commit_timeout: float = 60.0,
+        live_runtime: bool = False,
+    ) -> None:
+        self.store = store
+        # A live runtime releases an evicted workload's quota only once its pods are gone.
+        self.instant_evictions = not live_runtime
+        self.config = config or SchedulerConfig()
+        self.clock = clock
+        self.commit_timeout = commit_timeout
+        self.committer = GroupCommitter(store)
+        self.hub = WatchHub()
+        self._lock = threading.RLock()
+        self.cluster = Cluster(self.config, instant_evictions=self.instant_evictions)
+        self.objects: dict[ObjectKey, ObjectRecord] = {}
+        self.rv = 0
+        self._event_id = 0
+        self._fingerprints: dict[str, tuple[Any, ...]] = {}
+        self._last_event: dict[str, tuple[str, str, str]] = {}
+        self.restore_problems: list[str] = []
+        self.observers: list[EngineObserver] = []
+        with self._lock:
+            self._load()
+
+    # -- restart --------------------------------------------------------------------------------
+    def _load(self) -> None:
+        """Rebuild the Cluster from the store, then settle it at the current time."""
+        loaded = self.store.load()
+        self.cluster = Cluster(self.config, instant_evictions=self.instant_evictions)
+        self.objects = {r.key: r for r in loaded.objects}
+        self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
+        self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
+        workloads: list[ObjectRecord] = []
+        # 1. Every non-workload object, in creation order, as it was created.
+        for rec in loaded.objects:
+            kind = self._kind_of(rec.key)
+            if kind is WORKLOAD:
+                workloads.append(rec)
+            elif kind is not None and not kind.job and kind is not CONFIGURATION:
+                self._restore_apply(rec, rec.doc)
+        # 2. Workloads in creation order: admitted ones keep their admission, others re-queue
+        #    with their original creation time, so pending order is what it was.
+        for rec in workloads:
+            owner = self._owner_record(rec)
+            source = owner.doc if owner is not None else rec.doc
+            try:
+                obj = parse_object(source)
+            except ManifestError as exc:
+                self.restore_problems.append(f"not restored: {exc}")
+                continue
+            if not isinstance(obj, Workload):
+                continue
+            restored = render.admission_from_internal(rec.internal)
+            phase = rec.internal.get("phase")
+            if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
+                admission, admitted_at = restored
+                self.cluster.restore_admission(obj, admission, admitted_at, rec.created)
+            else:
+                self.cluster.apply(obj, rec.created)
+                if phase == Phase.FINISHED:
+                    self.cluster.finish(obj.key, rec.created)
+            st = self.cluster.workloads.get(obj.key)
+            if st is not None and render.workload_status(st) == rec.doc.get("status"):
+                self._fingerprints[obj.key] = render.fingerprint(st)
+        # 3. Settle at the current time and persist what changed.
+        batch = _Batch()
+        self._settle(self.clock(), batch)
+        if batch.writes:
+            self.committer.submit(batch.writes).result(timeout=self.commit_timeout)
+
+    def _restore_apply(self, rec: ObjectRecord, doc: JsonDoc) -> None:
+        try:
+            self.cluster.apply(parse_object(doc), rec.created)
+        except ManifestError as exc:
+            self.restore_problems.append(f"not restored: {exc}")
+
+    def _reload_if_failed(self) -> None:
+        if not self.committer.failed:
+            return
+        # Everything queued before now was decided on lost writes: let it drain (and fail).
+        self.committer.submit([]).exception(timeout=self.commit_timeout)
+        self._load_after_failure()
+
+    def _load_after_failure(self) -> None:
+        self.committer.reset()
+        try:
+            self._load()
+        except StoreError as exc:
+            raise Unavailable(f"the store is unavailable: {exc}") from exc
+
+    # -- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def _kind_of(key: ObjectKey) -> Kind | None:
+        return BY_KIND.get(key.gk.rsplit("/", 1)[-1])
+
+    @staticmethod
+    def key_of(kind: Kind, namespace: str | None, name: str) -> ObjectKey:
+        return ObjectKey(kind.gk, namespace or "" if kind.namespaced else "", name)
+
+    def _owner_record(self, rec: ObjectRecord) -> ObjectRecord | None:
+        owner_gk = rec.internal.get("owner")
+        if not owner_gk:
+            return None
+        return self.objects.get(ObjectKey(owner_gk, rec.key.namespace, rec.key.name))
+
+    def _next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def _put(self, batch: _Batch, rec: ObjectRecord, change_type: str) -> None:
+        self.objects[rec.key] = rec
+        batch.writes += [
+            PutObject(rec),
+            AppendChange(Change(rec.rv, change_type, rec.key, rec.doc)),
+        ]
+        batch.changes.append(Change(rec.rv, change_type, rec.key, rec.doc))
+
+    def _remove(self, batch: _Batch, key: ObjectKey) -> None:
+        rec = self.objects.pop(key, None)
+        if rec is None:
+            return
+        rv = self._next_rv()
+        doc = documents.with_rv(rec.doc, rv)
+        change = Change(rv, "DELETED", key, doc)
+        batch.writes += [DeleteObject(key), AppendChange(change)]
+        batch.changes.append(change)
+
+    def _commit(self, batch: _Batch) -> Future[None]:
+        changes = batch.changes
+        return self.committer.submit(batch.writes, after=lambda: self.hub.publish(changes))
+
+    def _wait(self, fut: Future[None]) -> None:
+        try:
+            fut.result(timeout=self.commit_timeout)
+        except StoreError as exc:
+            raise Unavailable(f"not stored, try again: {exc}") from exc
+        except FutureTimeout as exc:
+            raise Unavailable("the store did not confirm the write in time") from exc
+
+    # -- settle: schedule and persist the consequences ------------------------------------------
+    def _settle(self, now: float, batch: _Batch) -> None:
+        self.cluster.schedule(now)
+        # Every event since the last settle, those raised by apply/delete included; the list is
+        # emptied so it does not grow for the life of the server.
+        events = list(self.cluster.events)
+        self.cluster.events.clear()
+        fresh = events
+        for _ in range(_OBSERVER_ROUNDS):
+            for obs in self.observers:
+                obs.on_events(self, fresh, now)
+            if not self.cluster.events:
+                break
+            # Observers acted on the cluster (evict, confirm_stopped, finish): settle again and
+            # show them what that caused (an admission after a stop), so they can act on it too.
+            self.cluster.schedule(now)
+            fresh = list(self.cluster.events)
+            self.cluster.events.clear()
+            events.extend(fresh)
+        self._collect_statuses(batch)
+        self._collect_events(events, batch)
+
+    def _collect_statuses(self, batch: _Batch) -> None:
+        for key, st in self.cluster.workloads.items():
+            fp = render.fingerprint(st)
+            if self._fingerprints.get(key) == fp:
+                continue
+            ns, _, name = key.partition("/")
+            okey = ObjectKey(WORKLOAD.gk, ns, name)
+            rec = self.objects.get(okey)
+            if rec is None:
+                continue
+            self._fingerprints[key] = fp
+            rv = self._next_rv()
+            doc = documents.with_rv(rec.doc, rv)
+            doc["status"] = render.workload_status(st)
+            internal = {**rec.internal, **render.internal_state(st)}
+            if st.admission is None:
+                internal.pop("admission", None)
+                internal.pop("admittedAt", None)
+            self._put(batch, replace(rec, rv=rv, doc=doc, internal=internal), "MODIFIED")
+        for gone in set(self._fingerprints) - set(self.cluster.workloads):
+            del self._fingerprints[gone]
+
+    def _collect_events(self, events: list[Event], batch: _Batch) -> None:
+        for ev in events:
+            sig = (ev.type, ev.reason, ev.message)
+            if self._last_event.get(ev.object) == sig:
+                continue  # as Kubernetes aggregates a repeated event
+            self._last_event[ev.object] = sig
+            self._event_id += 1
+            ns = ""
+            if ev.workload:
+                ns = ev.workload.partition("/")[0]
+            elif "/" in ev.object:
+                ns = ev.object.split(" ", 1)[-1].partition("/")[0]
+            rec = EventRecord(
+                self._event_id,
+                ev.time,
+                ns,
+                ev.type,
+                ev.reason,
+                ev.object,
+                ev.message,
+                ev.workload,
+                ev.related,
+            )
+            batch.writes.append(AppendEvent(rec))
+
+    def tick(self) -> None:
+        """Schedule at the current time; the server calls this about once a second."""
+        with self._lock:
+            self._reload_if_failed()
+            batch = _Batch()
+            now = self.clock()
+            for obs in self.observers:
+                obs.on_tick(self, now)
+            self._settle(now, batch)
+            if batch.writes:
+                self._commit(batch)
+
+    def poll_observers(self) -> None:
+        """Between ticks: observers report what happened outside; settle only if that changed
+        the cluster, so a runtime can be polled often without re-rendering every workload."""
+        with self._lock:
+            self._reload_if_failed()
+            now = self.clock()
+            version = self.cluster.version
+            for obs in self.observers:
+                obs.on_tick(self, now)
+            if self.cluster.version == version and not self.cluster.events:
+                return
+            batch = _Batch()
+            self._settle(now, batch)
+            if batch.writes:
+                self._commit(batch)
+
+    def finish(self, namespace: str, name: str) -> bool:
+        """A workload completed (runtimes call this): release its quota and persist."""
+        with self._lock:
+            self._reload_if_failed()
+            now = self.clock()
+            if not self.cluster.finish(f"{namespace}/{name}", now):
+                return False
+            batch = _Batch()
+            self._settle(now, batch)
+            fut = self._commit(batch)
+        self._wait(fut)
+        return True
+
+    # -- reads ----------------------------------------------------------------------------------
+    def get(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
+        with self._lock:
+            rec = self.objects.get(self.key_of(kind, namespace, name))
+            if rec is None:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            return self._shown(kind, rec)
+
+    def list_objects(
+        self, kind: Kind, namespaces: set[str] | None = None
+    ) -> tuple[list[JsonDoc], int]:
+        """Objects of ``kind`` (in ``namespaces`` if given), by namespace and name."""
+        with self._lock:
+            recs = [
+                r
+                for k, r in self.objects.items()
+                if k.gk == kind.gk and (namespaces is None or k.namespace in namespaces)
+            ]
+            recs.sort(key=lambda r: (r.key.namespace, r.key.name))
+            return [self._shown(kind, r) for r in recs], self.rv
+
+    def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
+        """The stored doc; queues get their live counters as status (never stored)."""
+        if kind.kind not in ("ClusterQueue", "LocalQueue"):
+            return rec.doc
+        doc = dict(rec.doc)
+        if kind.kind == "ClusterQueue":
+            doc["status"] = self._cq_status(rec.key.name)
+        else:
+            cq = str((rec.doc.get("spec") or {}).get("clusterQueue", ""))
+            pending = admitted = 0
+            for st in self.cluster.workloads.values():
+                wl = st.workload
+                if wl.namespace != rec.key.namespace or wl.queue_name != rec.key.name:
+                    continue
+                if st.phase == Phase.PENDING:
+                    pending += 1
+                elif st.phase in (Phase.ADMITTED, Phase.EVICTING):
+                    admitted += 1
+            doc["status"] = {
+                "pendingWorkloads": pending,
+                "reservingWorkloads": admitted,
+                "admittedWorkloads": admitted,
+                "clusterQueue": cq,
+            }
+        return doc
+
+    def _counts(self) -> dict[str, tuple[int, int]]:
+        counts: dict[str, list[int]] = {}
+        for st in self.cluster.workloads.values():
+            if st.cluster_queue is None:
+                continue
+            c = counts.setdefault(st.cluster_queue, [0, 0])
+            if st.phase == Phase.PENDING:
+                c[0] += 1
+            elif st.phase in (Phase.ADMITTED, Phase.EVICTING):
+                c[1] += 1
+        return {k: (v[0], v[1]) for k, v in counts.items()}
+
+    def _core_cq(self, name: str) -> ClusterQueue | None:
+        rec = self.objects.get(ObjectKey(BY_KIND["ClusterQueue"].gk, "", name))
+        if rec is None:
+            return None
+        try:
+            obj = parse_object(rec.doc)
+        except ManifestError:
+            return None
+        return obj if isinstance(obj, ClusterQueue) else None
+
+    def _cq_status(self, name: str) -> JsonDoc:
+        cq = self._core_cq(name)
+        if cq is None:
+            return {}
+        pending, admitted = self._counts().get(name, (0, 0))
+        usage = self.cluster.cluster_queue_usage(name)
+        return render.cluster_queue_status(cq, usage, pending, admitted, self.cluster.warnings())
+
+    def cluster_queue_summary(self) -> list[JsonDoc]:
+        """Per ClusterQueue: cohort, quotas and limits, usage, pending and admitted counts."""
+        with self._lock:
+            counts = self._counts()
+            out: list[JsonDoc] = []
+            for key in sorted(
+                (k for k in self.objects if k.gk == BY_KIND["ClusterQueue"].gk),
+                key=lambda k: k.name,
+            ):
+                cq = self._core_cq(key.name)
+                if cq is None:
+                    continue
+                usage = self.cluster.cluster_queue_usage(cq.name)
+                pending, admitted = counts.get(cq.name, (0, 0))
+                warnings = [w for w in self.cluster.warnings() if cq.name in w]
+                out.append(
+                    {
+                        "name": cq.name,
+                        "cohort": cq.cohort,
+                        "active": not warnings,
+                        "warnings": warnings,
+                        "pendingWorkloads": pending,
+                        "admittedWorkloads": admitted,
+                        "resources": render.quota_summary(cq, usage),
+                    }
+                )
+            return out
+
+    def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
+        return self.store.events(namespace=namespace, obj=obj)
+
+    def explain(self, namespace: str, name: str) -> JsonDoc:
+        """Why a workload is pending, where it stands in its queue, and what would admit it."""
+        from gpuaas.engine.explain import explain_workload
+
+        with self._lock:
+            key = f"{namespace}/{name}"
+            if key not in self.cluster.workloads:
+                raise NotFound(f"Workload {key} not found")
+            return explain_workload(self.cluster, key, self._core_cq)
+
+    # -- writes ---------------------------------------------------------------------------------
+    def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
+        with self._lock:
+            self._reload_if_failed()
+            doc = documents.checked(kind, namespace, None, doc)
+            name = doc["metadata"]["name"]
+            key = self.key_of(kind, namespace, name)
+            if key in self.objects:
+                raise AlreadyExists(f"{documents.describe(kind, namespace, name)} already exists")
+            self._check_namespace(kind, namespace)
+            if kind is NAMESPACE:
+                doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
+            obj = documents.parse(doc)
+            wl_key = self.key_of(WORKLOAD, namespace, name)
+            if (kind.job or kind is WORKLOAD) and wl_key in self.objects:
+                raise AlreadyExists(f"Workload {namespace}/{name} already exists")
+            now = self.clock()
+            batch = _Batch()
+            rv = self._next_rv()
+            meta = doc["metadata"]
+            meta.update(
+                uid=str(uuid.uuid4()),
+                resourceVersion=str(rv),
+                creationTimestamp=render.rfc3339(now),
+                generation=1,
+            )
+            doc.pop("status", None)
+            rec = ObjectRecord(key, rv, rv, now, doc)
+            self._put(batch, rec, "ADDED")
+            if kind.job and isinstance(obj, Workload):
+                self._put_derived(batch, obj, doc, now, created=True)
+            self._apply(obj, now)
+            self._settle(now, batch)
+            fut = self._commit(batch)
+            out_key = key
+        self._wait(fut)
+        with self._lock:
+            current = self.objects.get(out_key)
+            return self._shown(kind, current) if current is not None else doc
+
+    def _put_derived(
+        self, batch: _Batch, wl: Workload, owner: JsonDoc, now: float, *, created: bool
+    ) -> None:
+        key = ObjectKey(WORKLOAD.gk, wl.namespace, wl.name)
+        doc = render.derived_workload_doc(wl, owner, WORKLOAD.api_version)
+        rv = self._next_rv()
+        old = self.objects.get(key)
+        if old is not None and not created:
+            meta = old.doc["metadata"]
+            doc["metadata"].update(
+                uid=meta.get("uid"),
+                creationTimestamp=meta.get("creationTimestamp"),
+                generation=int(meta.get("generation", 1)) + 1,
+                resourceVersion=str(rv),
+            )
+            if "status" in old.doc:
+                doc["status"] = old.doc["status"]
+            self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+            return
+        doc["metadata"].update(
+            uid=str(uuid.uuid4()),
+            resourceVersion=str(rv),
+            creationTimestamp=render.rfc3339(now),
+            generation=1,
+        )
+        owner_gk = BY_KIND[str(owner["kind"])].gk
+        self._put(batch, ObjectRecord(key, rv, rv, now, doc, {"owner": owner_gk}), "ADDED")
+
+    def _apply(self, obj: KueueObject | None, now: float) -> None:
+        if obj is None:  # a gpuaas kind (GpuaasConfiguration): stored, not for the core
+            return
+        try:
+            self.cluster.apply(obj, now)
+        except (ValueError, KeyError, TypeError) as exc:
+            # The core refused after parsing accepted it; its state may be half-changed, so it is
+            # rebuilt from the store (this request's writes were never submitted).
+            self._load_after_failure()
+            raise Invalid(f"{type(obj).__name__} {documents.obj_name(obj)}: {exc}") from exc
+
+    def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
+        missing = ObjectKey(NAMESPACE.gk, "", namespace or "") not in self.objects
+        if kind.namespaced and namespace is not None and missing:
+            raise NotFound(f"namespace {namespace} not found; create it first")
+
+    def replace(self, kind: Kind, namespace: str | None, name: str, doc: JsonDoc) -> JsonDoc:
+        with self._lock:
+            self._reload_if_failed()
+            key = self.key_of(kind, namespace, name)
+            old = self.objects.get(key)
+            if old is None:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            if kind is WORKLOAD and old.internal.get("owner"):
+                raise Invalid(
+                    f"Workload {namespace}/{name} is owned by its {old.internal['owner']}; "
+                    "change that object instead"
+                )
+            doc = documents.checked(kind, namespace, name, doc)
+            want_rv = doc["metadata"].get("resourceVersion")
+            if want_rv not in (None, "", old.doc["metadata"].get("resourceVersion")):
+                raise Conflict(
+                    f"{documents.describe(kind, namespace, name)}: the object has been modified "
+                    f"(resourceVersion {want_rv} is not the current "
+                    f"{old.doc['metadata'].get('resourceVersion')}); read it again and retry"
+                )
+            if kind is NAMESPACE:
+                doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
+            obj = documents.parse(doc)
+            now = self.clock()
+            batch = _Batch()
+            rv = self._next_rv()
+            old_meta = old.doc["metadata"]
+            changed = documents.spec_of(doc) != documents.spec_of(old.doc)
+            doc["metadata"].update(
+                uid=old_meta.get("uid"),
+                creationTimestamp=old_meta.get("creationTimestamp"),
+                generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
+                resourceVersion=str(rv),
+            )
+            doc.pop("status", None)
+            if "status" in old.doc:
+                doc["status"] = old.doc["status"]
+            self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+            if kind.job and isinstance(obj, Workload):
+                self._put_derived(batch, obj, doc, now, created=False)
+            self._apply(obj, now)
+            self._settle(now, batch)
+            fut = self._commit(batch)
+        self._wait(fut)
+        with self._lock:
+            current = self.objects.get(key)
+            return self._shown(kind, current) if current is not None else doc
+
+    def patch(self, kind: Kind, namespace: str | None, name: str, patch: JsonDoc) -> JsonDoc:
+        """JSON merge patch (RFC 7386) of the stored object, then the same path as replace."""
+        with self._lock:
+            key = self.key_of(kind, namespace, name)
+            old = self.objects.get(key)
+            if old is None:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            merged = documents.merge_patch(copy.deepcopy(old.doc), patch)
+            if not isinstance(merged, dict):
+                raise Invalid(
+                    f"{documents.describe(kind, namespace, name)}: a patch must be an object"
+                )
+            return self.replace(kind, namespace, name, merged)
+
+    def delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
+        with self._lock:
+            self._reload_if_failed()
+            key = self.key_of(kind, namespace, name)
+            old = self.objects.get(key)
+            if old is None:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            if kind is WORKLOAD and old.internal.get("owner"):
+                raise Invalid(
+                    f"Workload {namespace}/{name} is owned by its {old.internal['owner']}; "
+                    "delete that object instead"
+                )
+            now = self.clock()
+            batch = _Batch()
+            if kind is NAMESPACE:
+                for k in [k for k in self.objects if k.namespace == name]:
+                    self._delete_one(batch, k, now)
+            self._delete_one(batch, key, now)
+            self._settle(now, batch)
+            fut = self._commit(batch)
+        self._wait(fut)
+        return old.doc
+
+    def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
+        kind = self._kind_of(key)
+        if kind is None or key not in self.objects:
+            return
+        self._remove(batch, key)
+        ns = key.namespace or None
+        if kind.job:
+            wl_key = ObjectKey(WORKLOAD.gk, key.namespace, key.name)
+            if wl_key in self.objects:
+                self._remove(batch, wl_key)
+            self.cluster.delete("Workload", ns, key.name, now)
+        elif kind is not WORKLOAD or not self._is_owned(key):
+            self.cluster.delete(kind.kind, ns, key.name, now)
+
+    def _is_owned(self, key: ObjectKey) -> bool:
+        rec = self.objects.get(key)
+        return rec is not None and bool(rec.internal.get("owner"))
+
+    # -- watch ----------------------------------------------------------------------------------
+    def snapshot_for_watch(
+        self, kind: Kind, match: Callable[[Change], bool], deliver: Callable[[Change], None]
+    ) -> tuple[list[Change], int, Any]:
+        """Subscribe, and return the current objects as ADDED changes plus the rv they reflect."""
+        with self._lock:
+            sub = self.hub.subscribe(deliver, match)
+            current = [
+                Change(r.rv, "ADDED", r.key, self._shown(kind, r))
+                for r in sorted(self.objects.values(), key=lambda r: r.rv)
+                if r.key.gk == kind.gk
+            ]
+            return [c for c in current if match(c)], self.rv, sub
+
+    def subscribe(self, match: Callable[[Change], bool], deliver: Callable[[Change], None]) -> Any:
+        with self._lock:
+            return self.hub.subscribe(deliver, match)
+
+    def close(self) -> None:
+        self.committer.close()

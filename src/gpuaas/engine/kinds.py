@@ -1,0 +1,92 @@
+"""The API kinds gpuaas serves: group, versions, plural, scope, short names, printer columns' keys.
+
+One table that the engine (storage keys), the HTTP routers (paths) and the CLI (short names) all
+read, so that a kind is added in one place. It holds facts about names only, no behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta1", "v1beta2")
+
+
+@dataclass(slots=True, frozen=True)
+class Kind:
+    kind: str  # "ClusterQueue"
+    group: str  # "" for the core group (Namespace)
+    versions: tuple[str, ...]  # served versions, the first is preferred
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    job: bool = False  # a job kind: the engine derives a Workload from it
+
+    @property
+    def gk(self) -> str:
+        """The storage key's first part: ``group/Kind`` (``core/Namespace`` for the core group)."""
+        return f"{self.group or 'core'}/{self.kind}"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.versions[0]}" if self.group else self.versions[0]
+
+    def accepts(self, api_version: str) -> bool:
+        group, _, version = api_version.rpartition("/")
+        return group == self.group and version in self.versions + _EXTRA_VERSIONS.get(self.kind, ())
+
+    def base_path(self, version: str | None = None) -> str:
+        version = version or self.versions[0]
+        return f"/apis/{self.group}/{version}" if self.group else f"/api/{version}"
+
+
+# Kueue served Cohort as v1alpha1 before v1beta1; manifests in the wild still say so.
+_EXTRA_VERSIONS: dict[str, tuple[str, ...]] = {"Cohort": ("v1alpha1",)}
+
+KINDS: tuple[Kind, ...] = (
+    Kind("Namespace", "", ("v1",), "namespaces", False, ("ns",)),
+    Kind(
+        "ResourceFlavor",
+        KUEUE_GROUP,
+        KUEUE_VERSIONS,
+        "resourceflavors",
+        False,
+        ("rf", "flavor", "flavors"),
+    ),
+    Kind("Cohort", KUEUE_GROUP, KUEUE_VERSIONS, "cohorts", False, ("cohort", "co")),
+    Kind("ClusterQueue", KUEUE_GROUP, KUEUE_VERSIONS, "clusterqueues", False, ("cq",)),
+    Kind(
+        "WorkloadPriorityClass",
+        KUEUE_GROUP,
+        KUEUE_VERSIONS,
+        "workloadpriorityclasses",
+        False,
+        ("wpc",),
+    ),
+    Kind("LocalQueue", KUEUE_GROUP, KUEUE_VERSIONS, "localqueues", True, ("lq", "queue", "queues")),
+    Kind("Workload", KUEUE_GROUP, KUEUE_VERSIONS, "workloads", True, ("wl", "kwl")),
+    Kind("Job", "batch", ("v1",), "jobs", True, ("job",), job=True),
+    Kind("RayCluster", "ray.io", ("v1",), "rayclusters", True, ("raycluster",), job=True),
+    Kind("RayJob", "ray.io", ("v1",), "rayjobs", True, ("rayjob",), job=True),
+    # gpuaas's own settings (hoarding rules, prices, sampling): stored, never given to the core.
+    Kind("GpuaasConfiguration", "gpuaas.dev", ("v1alpha1",), "gpuaasconfigurations", False),
+)
+
+BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
+WORKLOAD = BY_KIND["Workload"]
+NAMESPACE = BY_KIND["Namespace"]
+CONFIGURATION = BY_KIND["GpuaasConfiguration"]
+
+
+def lookup(name: str) -> Kind | None:
+    """A kind by kind name, plural, singular or short name, case-insensitively (as kubectl)."""
+    low = name.lower()
+    for k in KINDS:
+        if low in (k.kind.lower(), k.plural, *k.short_names):
+            return k
+    return None
+
+
+def for_api_version(api_version: str, kind: str) -> Kind | None:
+    k = BY_KIND.get(kind)
+    return k if k is not None and k.accepts(api_version) else None

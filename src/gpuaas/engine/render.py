@@ -1,0 +1,237 @@
+"""How engine state is shown through the API: Kueue's status fields, timestamps and quantities.
+
+Workload status is written as Kueue writes it (``status.conditions``, ``status.admission`` with
+``podSetAssignments``), ClusterQueue and LocalQueue status as Kueue's counters. Quantities go out in
+Kubernetes text through ``core.quantity.format_quantity``. Pure functions: no locks, no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from gpuaas.core.objects import ClusterQueue, Workload
+from gpuaas.core.quantity import format_quantity
+from gpuaas.core.state import Admission, PodSetAssignment, WorkloadState
+
+JsonDoc = dict[str, Any]
+
+
+def rfc3339(ts: float) -> str:
+    """Kubernetes' timestamp format: seconds, UTC, ``Z``."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> float | None:
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
+    """Cheap identity of everything ``workload_status`` shows; equal means nothing to write."""
+    conds = tuple(
+        (c.type, c.status, c.reason, c.message, c.last_transition_time)
+        for c in st.conditions.values()
+    )
+    adm = None
+    if st.admission is not None:
+        adm = (
+            st.admission.cluster_queue,
+            tuple(
+                (p.name, tuple(sorted(p.flavors.items())), p.count) for p in st.admission.pod_sets
+            ),
+        )
+    return (st.phase, conds, adm, st.admitted_at)
+
+
+def workload_status(st: WorkloadState) -> JsonDoc:
+    status: JsonDoc = {
+        "conditions": [
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": rfc3339(c.last_transition_time),
+            }
+            for c in sorted(st.conditions.values(), key=lambda c: c.last_transition_time)
+        ]
+    }
+    if st.admission is not None:
+        status["admission"] = {
+            "clusterQueue": st.admission.cluster_queue,
+            "podSetAssignments": [
+                {
+                    "name": p.name,
+                    "flavors": dict(p.flavors),
+                    "count": p.count,
+                    "resourceUsage": {
+                        r: format_quantity(v, r) for r, v in p.resource_usage.items()
+                    },
+                }
+                for p in st.admission.pod_sets
+            ],
+        }
+    return status
+
+
+def internal_state(st: WorkloadState) -> JsonDoc:
+    """What a restart needs that the shown status loses: exact times and integer usage."""
+    out: JsonDoc = {"phase": str(st.phase), "created": st.created_at}
+    if st.admission is not None:
+        out["admission"] = {
+            "clusterQueue": st.admission.cluster_queue,
+            "podSets": [
+                {
+                    "name": p.name,
+                    "flavors": dict(p.flavors),
+                    "count": p.count,
+                    "usage": dict(p.resource_usage),
+                }
+                for p in st.admission.pod_sets
+            ],
+        }
+        out["admittedAt"] = st.admitted_at
+    return out
+
+
+def admission_from_internal(internal: JsonDoc) -> tuple[Admission, float] | None:
+    raw = internal.get("admission")
+    if not isinstance(raw, dict) or internal.get("admittedAt") is None:
+        return None
+    pod_sets = [
+        PodSetAssignment(
+            name=str(p["name"]),
+            flavors={str(k): str(v) for k, v in p["flavors"].items()},
+            count=int(p["count"]),
+            resource_usage={str(k): int(v) for k, v in p["usage"].items()},
+        )
+        for p in raw.get("podSets", [])
+    ]
+    return Admission(str(raw["clusterQueue"]), pod_sets), float(internal["admittedAt"])
+
+
+def derived_workload_doc(wl: Workload, owner: JsonDoc, api_version: str) -> JsonDoc:
+    """The Workload Kueue creates for a Job, RayCluster or RayJob (named as the job here)."""
+    meta = owner.get("metadata", {})
+    spec: JsonDoc = {
+        "queueName": wl.queue_name,
+        "active": wl.active,
+        "podSets": [
+            {
+                "name": ps.name,
+                "count": ps.count,
+                **({"minCount": ps.min_count} if ps.min_count is not None else {}),
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "main",
+                                "resources": {
+                                    "requests": {
+                                        r: format_quantity(v, r) for r, v in ps.requests.items()
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                },
+            }
+            for ps in wl.pod_sets
+        ],
+    }
+    if wl.priority_class is not None:
+        spec["priorityClassName"] = wl.priority_class
+        spec["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    if wl.priority is not None:
+        spec["priority"] = wl.priority
+    labels = dict(meta.get("labels") or {})
+    return {
+        "apiVersion": api_version,
+        "kind": "Workload",
+        "metadata": {
+            "name": wl.name,
+            "namespace": wl.namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": owner.get("apiVersion", ""),
+                    "kind": owner.get("kind", ""),
+                    "name": meta.get("name", ""),
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def cluster_queue_status(
+    cq: ClusterQueue,
+    usage: dict[tuple[str, str], int],
+    pending: int,
+    admitted: int,
+    warnings: list[str],
+) -> JsonDoc:
+    flavors: list[JsonDoc] = []
+    for group in cq.resource_groups:
+        for fq in group.flavors:
+            flavors.append(
+                {
+                    "name": fq.name,
+                    "resources": [
+                        {
+                            "name": res,
+                            "total": format_quantity(usage.get((fq.name, res), 0), res),
+                            "borrowed": format_quantity(
+                                max(0, usage.get((fq.name, res), 0) - q.nominal), res
+                            ),
+                        }
+                        for res, q in fq.resources.items()
+                    ],
+                }
+            )
+    mine = [w for w in warnings if cq.name in w]
+    return {
+        "pendingWorkloads": pending,
+        "reservingWorkloads": admitted,
+        "admittedWorkloads": admitted,
+        "flavorsReservation": flavors,
+        "flavorsUsage": flavors,
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "False" if mine else "True",
+                "reason": "Inactive" if mine else "Ready",
+                "message": "; ".join(mine) if mine else "Can admit new workloads",
+            }
+        ],
+    }
+
+
+def quota_summary(cq: ClusterQueue, usage: dict[tuple[str, str], int]) -> list[JsonDoc]:
+    """Per flavor and resource: nominal, borrowing and lending limits, usage (ints and text)."""
+    out: list[JsonDoc] = []
+    for group in cq.resource_groups:
+        for fq in group.flavors:
+            for res, q in fq.resources.items():
+                used = usage.get((fq.name, res), 0)
+                out.append(
+                    {
+                        "flavor": fq.name,
+                        "resource": res,
+                        "nominal": q.nominal,
+                        "borrowingLimit": q.borrowing_limit,
+                        "lendingLimit": q.lending_limit,
+                        "usage": used,
+                        "borrowed": max(0, used - q.nominal),
+                        "display": {
+                            "nominal": format_quantity(q.nominal, res),
+                            "usage": format_quantity(used, res),
+                        },
+                    }
+                )
+    return out

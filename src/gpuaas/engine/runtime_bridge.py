@@ -1,0 +1,274 @@
+"""The bridge between the engine and a runtime: admitted workloads run, evicted ones stop.
+
+``RuntimeBridge`` is an ``EngineObserver``. It carries out the core's decisions on a runtime and
+reports back what really happened: an ``Admitted`` event starts the workload's pods (commands from
+the owning Job's or RayCluster's manifest), an ``EvictedDueTo...`` event stops them, and only the
+runtime's ``Stopped`` makes the core release the quota (``confirm_stopped``), as Kueue waits for
+pods to terminate. Exits finish the workload (``Succeeded``/``Failed``). It never decides who is
+admitted or evicted, with one exception stated here: after a restart, an admitted workload whose
+pods are gone is evicted (reason ``PodsLost``) and so requeued, since its work did not survive.
+
+What cannot run does not change admission: a workload whose pods need more GPUs than are free
+stays admitted with its pods pending (a ``FailedScheduling`` warning, retried at each poll), as a
+Kubernetes pod waits for a node; a manifest with no command gets a ``FailedCreate`` warning. Every
+runtime step is also written to the workload's events (``Started``, ``Stopped``, ``PodFailed``),
+so ``describe`` shows the whole audit trail. All calls come under the engine lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.core.state import Event, Phase, WorkloadState
+from gpuaas.engine.kinds import WORKLOAD
+from gpuaas.runtimes import (
+    AlreadyRunning,
+    EventKind,
+    NotEnoughGpus,
+    PodSpecError,
+    RuntimeEvent,
+    RuntimeRequestError,
+    WorkloadRun,
+    build_run_plan,
+)
+from gpuaas.runtimes.local import LocalRuntime
+from gpuaas.store import ObjectKey
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import Engine
+
+log = logging.getLogger(__name__)
+
+PODS_LOST = "PodsLost"
+_HELD = (Phase.ADMITTED, Phase.EVICTING)
+_RUNTIME_EVENTS = {
+    EventKind.STARTED: ("Normal", "Started"),
+    EventKind.POD_FAILED: ("Warning", "PodFailed"),
+    EventKind.POD_RESTARTED: ("Normal", "PodRestarted"),
+    EventKind.SUCCEEDED: ("Normal", "PodsSucceeded"),
+    EventKind.FAILED: ("Warning", "PodsFailed"),
+    EventKind.STOPPED: ("Normal", "Stopped"),
+    EventKind.ADOPTED: ("Normal", "Adopted"),
+}
+
+
+class RuntimeBridge:
+    def __init__(self, runtime: LocalRuntime) -> None:
+        self.runtime = runtime
+        self._engine: Engine | None = None
+        self._to_start: set[str] = set()  # admitted, pods not started yet (retried each poll)
+        self._warned: dict[str, str] = {}  # key -> last start problem, said once
+        self._cluster_id = 0  # id() of the Cluster last reconciled (the engine may rebuild it)
+
+    # -- wiring ---------------------------------------------------------------------------------
+    def attach(self, engine: Engine) -> list[str]:
+        """Re-adopt pods left by an earlier server, reconcile them with the store, then observe.
+
+        Returns the adopted workload keys. Pods of workloads that are no longer admitted are
+        stopped at once; admitted workloads with no pods are requeued (``PodsLost``).
+        """
+        if engine.instant_evictions:
+            raise ValueError("a runtime needs Engine(live_runtime=True): quota waits for stops")
+        self._engine = engine
+        with engine._lock:
+            adopted = self.runtime.adopt()
+            engine.observers.append(self)
+        engine.tick()  # reconciles (a fresh Cluster), records the adoptions, persists
+        return adopted
+
+    # -- EngineObserver -------------------------------------------------------------------------
+    def on_tick(self, engine: Engine, now: float) -> None:
+        if id(engine.cluster) != self._cluster_id:
+            self._reconcile(engine, now)
+        for ev in self.runtime.poll():
+            self._on_runtime_event(engine, ev, now)
+        self._stop_unwanted(engine)
+        self._start_pending(engine, now)
+
+    def on_events(self, engine: Engine, events: list[Event], now: float) -> None:
+        if id(engine.cluster) != self._cluster_id:
+            self._reconcile(engine, now)
+        running = self.runtime.running()
+        for ev in events:
+            key = ev.workload
+            if key is None:
+                continue
+            if ev.reason == "Admitted":
+                self._to_start.add(key)
+            elif ev.reason.startswith("EvictedDueTo"):
+                self._to_start.discard(key)
+                self._stop_or_confirm(engine, key, running, now)
+        self._stop_unwanted(engine)
+        self._start_pending(engine, now)
+        for ev in self.runtime.poll():  # record the starts now, in this settle's audit trail
+            self._on_runtime_event(engine, ev, now)
+
+    # -- reads for the API ------------------------------------------------------------------------
+    def runs(self) -> dict[str, WorkloadRun]:
+        """Pods by workload, as the runtime sees them now."""
+        assert self._engine is not None
+        with self._engine._lock:
+            return self.runtime.running()
+
+    def logs(self, key: str, pod: str | None, follow: bool) -> Iterator[str]:
+        """The log lines of ``key``; the pods are looked up now, the lines read as iterated."""
+        assert self._engine is not None
+        with self._engine._lock:
+            return self.runtime.logs(key, pod, follow=follow)
+
+    def shutdown(self, grace_seconds: float | None = None) -> None:
+        """Graceful server stop: every pod is stopped and gone before this returns."""
+        if self._engine is None:
+            self.runtime.shutdown(grace_seconds)
+            return
+        with self._engine._lock:
+            self.runtime.shutdown(grace_seconds)
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _reconcile(self, engine: Engine, now: float) -> None:
+        """Level-triggered: make the runtime agree with a Cluster built from the store."""
+        self._cluster_id = id(engine.cluster)
+        cluster, running = engine.cluster, self.runtime.running()
+        self._to_start.clear()
+        for key, st in cluster.workloads.items():
+            if st.phase == Phase.EVICTING:
+                self._stop_or_confirm(engine, key, running, now)
+            elif st.phase == Phase.ADMITTED and key not in running and self._runs_pods(engine, st):
+                msg = "its pods were gone when the server started again; requeued to run anew"
+                log.warning("Workload %s: %s", key, msg)
+                cluster.evict(key, PODS_LOST, msg, now)
+                cluster.confirm_stopped(key, now)
+        self._stop_unwanted(engine)
+
+    def _stop_or_confirm(
+        self, engine: Engine, key: str, running: Mapping[str, WorkloadRun], now: float
+    ) -> None:
+        run = running.get(key)
+        if run is None:
+            engine.cluster.confirm_stopped(key, now)  # nothing ran: the quota is free at once
+        elif not run.stopping:
+            self.runtime.stop(key)
+
+    def _stop_unwanted(self, engine: Engine) -> None:
+        """Pods of workloads that were deleted, finished or never admitted are stopped."""
+        for key, run in self.runtime.running().items():
+            st = engine.cluster.workloads.get(key)
+            if (st is None or st.phase not in _HELD) and not run.stopping:
+                self.runtime.stop(key)
+
+    def _start_pending(self, engine: Engine, now: float) -> None:
+        for key in sorted(self._to_start):
+            st = engine.cluster.workloads.get(key)
+            if st is None or st.phase != Phase.ADMITTED:
+                self._to_start.discard(key)
+                self._warned.pop(key, None)
+                continue
+            if self._start(engine, st, now):
+                self._to_start.discard(key)
+                self._warned.pop(key, None)
+
+    def _runs_pods(self, engine: Engine, st: WorkloadState) -> bool:
+        manifest = self._manifest(engine, st.key)
+        if manifest is None:
+            return False
+        try:
+            build_run_plan(st.workload, st.admission, manifest)
+        except PodSpecError:
+            return False
+        return True
+
+    def _start(self, engine: Engine, st: WorkloadState, now: float) -> bool:
+        """Start the pods of ``st``; False to try again at the next poll (GPUs still busy)."""
+        key = st.key
+        manifest = self._manifest(engine, key)
+        if manifest is None:
+            self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
+            return True
+        try:
+            plan = build_run_plan(st.workload, st.admission, manifest)
+        except PodSpecError as exc:
+            if manifest.get("kind") == WORKLOAD.kind:
+                return True  # a bare Workload with no command only reserves quota, as in Kueue
+            self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
+            return True
+        try:
+            self.runtime.start(key, plan.pods, backoff_limit=plan.backoff_limit)
+        except NotEnoughGpus as exc:
+            self._warn(engine, key, "FailedScheduling", f"pods pending: {exc}", now)
+            return False
+        except AlreadyRunning as exc:
+            if key in self.runtime.running():
+                return True
+            self._warn(engine, key, "FailedCreate", f"pods pending: {exc}", now)
+            return False
+        except RuntimeRequestError as exc:
+            self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
+            return True
+        return True
+
+    def _on_runtime_event(self, engine: Engine, ev: RuntimeEvent, now: float) -> None:
+        cluster, key = engine.cluster, ev.workload
+        st = cluster.workloads.get(key)
+        self._record(engine, ev, now)
+        if ev.kind == EventKind.STOPPED:
+            if st is None:
+                self._forget(key)
+            elif st.phase == Phase.EVICTING:
+                cluster.confirm_stopped(key, now)
+            elif st.phase == Phase.ADMITTED:
+                self._to_start.add(key)  # stopped while still admitted: run it again
+        elif ev.kind in (EventKind.SUCCEEDED, EventKind.FAILED):
+            if st is None:
+                self._forget(key)
+            elif st.phase in _HELD:
+                cluster.finish(key, now, succeeded=ev.kind == EventKind.SUCCEEDED)
+
+    def _forget(self, key: str) -> None:
+        try:
+            self.runtime.forget(key)
+        except (RuntimeRequestError, OSError) as exc:
+            log.warning("Workload %s: its runtime records were not removed: %s", key, exc)
+
+    def _record(self, engine: Engine, ev: RuntimeEvent, now: float) -> None:
+        type_, reason = _RUNTIME_EVENTS[ev.kind]
+        if ev.kind == EventKind.STARTED:
+            run = self.runtime.running().get(ev.workload)
+            pods = run.pods if run else ()
+            where = "; ".join(
+                f"{p.name} pid {p.pid}"
+                + (f" on GPU {','.join(map(str, p.gpus))}" if p.gpus else "")
+                for p in pods
+            )
+            message = f"Started {ev.message}: {where}" if where else f"Started {ev.message}"
+        else:
+            pod = f"pod {ev.pod}: " if ev.pod else ""
+            message = f"{pod}{ev.message}" if ev.message else f"{pod}{reason}"
+        if ev.kind == EventKind.STOPPED:
+            message = f"All pods are gone ({ev.message})"
+        engine.cluster.events.append(
+            Event(now, type_, reason, f"Workload {ev.workload}", message, workload=ev.workload)
+        )
+
+    def _warn(self, engine: Engine, key: str, reason: str, message: str, now: float) -> None:
+        if self._warned.get(key) == message:
+            return
+        self._warned[key] = message
+        log.warning("Workload %s: %s", key, message)
+        engine.cluster.events.append(
+            Event(now, "Warning", reason, f"Workload {key}", message, workload=key)
+        )
+
+    @staticmethod
+    def _manifest(engine: Engine, key: str) -> Mapping[str, Any] | None:
+        """The document the pods come from: the owning Job/RayCluster/RayJob, else the Workload."""
+        ns, _, name = key.partition("/")
+        rec = engine.objects.get(ObjectKey(WORKLOAD.gk, ns, name))
+        if rec is None:
+            return None
+        owner_gk = rec.internal.get("owner")
+        if owner_gk:
+            owner = engine.objects.get(ObjectKey(str(owner_gk), ns, name))
+            return owner.doc if owner is not None else None
+        return rec.doc

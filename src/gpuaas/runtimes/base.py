@@ -1,0 +1,132 @@
+"""The runtime port: how the engine makes admitted workloads run and evicted ones stop.
+
+This module owns the contract between the engine and any runtime (local processes, Ray,
+Kubernetes): the ``PodSpec`` a runtime starts, the ``RuntimeEvent`` it reports, and the
+``Runtime`` protocol of a few methods. It holds no processes and no policy; runtimes never decide
+admission, they only carry out the engine's decisions and say when pods are really gone, because
+Kueue releases an evicted workload's quota only once its pods have terminated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+DEFAULT_GRACE_SECONDS = 30.0
+DEFAULT_BACKOFF_LIMIT = 6
+
+
+class RuntimeRequestError(Exception):
+    """A runtime refused a request; the message names the workload and the reason."""
+
+
+class NotEnoughGpus(RuntimeRequestError):
+    """The node has fewer free GPUs than the workload's pods request."""
+
+
+class AlreadyRunning(RuntimeRequestError):
+    """The workload already has pods on this node: no workload runs twice."""
+
+
+@dataclass(slots=True, frozen=True)
+class PodSpec:
+    """One pod to run: the first container's command and args, and the pod's requests."""
+
+    name: str
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    working_dir: str | None = None
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: int = 0
+    termination_grace_seconds: float = DEFAULT_GRACE_SECONDS
+    image: str | None = None  # used only when a container engine is configured
+    pod_set: str = "main"
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.command, *self.args]
+
+
+class EventKind(StrEnum):
+    STARTED = "Started"  # every pod of the workload has a process
+    POD_FAILED = "PodFailed"  # one pod exited non-zero and will be retried
+    POD_RESTARTED = "PodRestarted"  # a failed pod runs again (backoffLimit not reached)
+    SUCCEEDED = "Succeeded"  # every pod exited 0; the workload is finished
+    FAILED = "Failed"  # backoffLimit exceeded and every pod is gone
+    STOPPED = "Stopped"  # after stop(): every process of every pod is gone
+    ADOPTED = "Adopted"  # after a restart: live pods re-attached
+
+
+@dataclass(slots=True, frozen=True)
+class RuntimeEvent:
+    kind: EventKind
+    workload: str  # namespace/name
+    time: float
+    pod: str | None = None
+    exit_code: int | None = None
+    message: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class PodStatus:
+    name: str
+    pid: int | None
+    gpus: tuple[int, ...]
+    restarts: int  # failed attempts of this pod, retried within the backoffLimit
+    phase: str  # Running, Succeeded, Failed, Terminating
+    exit_code: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class WorkloadRun:
+    key: str
+    restart_count: int  # how many times the workload was started before (requeues)
+    stopping: bool
+    pods: tuple[PodStatus, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """What the engine needs from a runtime. Calls come from one thread (the engine's loop)."""
+
+    def start(
+        self,
+        key: str,
+        pods: list[PodSpec],
+        *,
+        backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+        restart_count: int | None = None,
+    ) -> None:
+        """Run every pod now; raises ``NotEnoughGpus`` or ``AlreadyRunning`` and starts nothing."""
+        ...
+
+    def stop(self, key: str, grace_seconds: float | None = None) -> bool:
+        """Ask every pod to terminate (SIGTERM, then SIGKILL after the grace period).
+
+        Returns False if the workload has no pods here. ``STOPPED`` comes from ``poll`` later.
+        """
+        ...
+
+    def poll(self) -> list[RuntimeEvent]:
+        """Reap exits, retry failed pods, escalate overdue stops; report what happened."""
+        ...
+
+    def running(self) -> dict[str, WorkloadRun]:
+        """Workloads that still have pods (running or terminating), by namespace/name."""
+        ...
+
+    def adopt(self) -> list[str]:
+        """After a restart: re-attach live pods from the state dir, clean up dead ones."""
+        ...
+
+    def logs(self, key: str, pod: str | None = None, follow: bool = False) -> Iterator[str]:
+        """Captured stdout and stderr, line by line; ``follow`` waits for more until pods end."""
+        ...
+
+    def shutdown(self, grace_seconds: float | None = None) -> None:
+        """Graceful server stop: stop every workload and wait until its processes are gone."""
+        ...

@@ -1,0 +1,451 @@
+"""The local runtime: admitted workloads run as process groups on this machine, pinned to GPUs.
+
+This module owns the life of local pods: start them with their GPUs, retry failures within the
+Job's backoffLimit, stop them (SIGTERM to each process group, SIGKILL after the grace period) and
+say ``Stopped`` only when every process is gone, because the engine releases quota only then, as
+Kueue waits for pods to terminate. It decides nothing about admission.
+
+Where pods run: on the host by default (``/bin/sh`` wrapper, then the container's command and
+args; busybox ``sleep 3600`` runs as ``sleep 3600``); through podman or docker only when created
+with ``container_engine=...`` (see ``runtimes.container``, untested here).
+
+Server stop versus crash: a graceful server stop calls ``shutdown()``, which stops every pod, so
+nothing outlives the server and no GPU is held by a process nobody watches. A crash leaves pods
+running (their work is not lost) with a state file each; the next server calls ``adopt()``, which
+re-attaches pods whose pid and start time still match and kills the leftovers of the others, so
+no orphan holds a GPU the allocator thinks is free and no workload runs twice (``start`` refuses a
+workload whose recorded pods are alive and not adopted). Calls come from one thread.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuaas.inventory.gpus import GpuDevice
+from gpuaas.runtimes import container, procs
+from gpuaas.runtimes.base import (
+    DEFAULT_BACKOFF_LIMIT,
+    AlreadyRunning,
+    EventKind,
+    PodSpec,
+    PodStatus,
+    RuntimeEvent,
+    RuntimeRequestError,
+    WorkloadRun,
+)
+from gpuaas.runtimes.gpus import GpuAllocator
+from gpuaas.runtimes.limits import Limits, create_pod_cgroup, detect_limits, remove_pod_cgroup
+from gpuaas.runtimes.logs import follow_logs, read_logs
+from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
+
+_SCRUBBED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+KILLED_EXIT_CODE = 137  # a pod whose wrapper was killed while the server was down
+
+
+@dataclass(slots=True)
+class _Pod:
+    record: PodRecord
+    leader_done: bool = False
+    exit_code: int | None = None
+    gone: bool = False
+    group_known: bool = True  # pgid still names this pod's group (False: leader died unseen)
+
+    @property
+    def name(self) -> str:
+        return self.record.spec.name
+
+
+@dataclass(slots=True)
+class _Run:
+    record: WorkloadRecord
+    pods: dict[str, _Pod] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.record.key
+
+
+class LocalRuntime:
+    def __init__(
+        self,
+        root: str | Path,
+        gpus: Sequence[GpuDevice] = (),
+        *,
+        container_engine: str | None = None,
+        cgroup_parent: Path | None = None,
+        enforce_limits: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._dir = RuntimeDir(Path(root))
+        self._gpus = GpuAllocator(gpus)
+        self._engine = container_engine
+        if container_engine is not None:
+            container.check_engine(container_engine)
+        self.limits: Limits = (
+            detect_limits(cgroup_parent)
+            if enforce_limits
+            else Limits(False, "limits not enforced: disabled by configuration")
+        )
+        self._clock = clock
+        self._runs: dict[str, _Run] = {}
+        self._events: list[RuntimeEvent] = []
+
+    # -- the Runtime protocol ------------------------------------------------------------------
+
+    def start(
+        self,
+        key: str,
+        pods: list[PodSpec],
+        *,
+        backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+        restart_count: int | None = None,
+    ) -> None:
+        # 1. refuse what cannot run, before taking anything
+        _check_request(key, pods)
+        if key in self._runs:
+            raise AlreadyRunning(f"Workload {key}: already running on this node")
+        self._refuse_unadopted(key)
+        # 2. GPUs for every pod, or none
+        gpus = self._gpus.allocate(key, [(p.name, p.gpus) for p in pods])
+        # 3. the workload record: a new start after a requeue counts one more restart
+        previous = self._dir.read_workload(key)
+        if restart_count is None:
+            restart_count = 0 if previous is None else previous.restart_count + 1
+        record = WorkloadRecord(key, restart_count, backoff_limit, pods=[p.name for p in pods])
+        run = _Run(record)
+        self._dir.write_workload(record)
+        self._dir.logs_dir(key).mkdir(parents=True, exist_ok=True)
+        # 4. one process group per pod; undo everything if one cannot be spawned
+        try:
+            for spec in pods:
+                self._dir.log_path(key, spec.name).write_bytes(b"")
+                pod = _Pod(PodRecord(spec, gpus[spec.name], secrets.token_hex(8)))
+                run.pods[spec.name] = pod
+                self._spawn(run, pod)
+        except OSError as exc:
+            self._abort(run)
+            raise RuntimeRequestError(f"Workload {key}: cannot start its pods: {exc}") from None
+        self._runs[key] = run
+        self._emit(EventKind.STARTED, key, message=f"{len(pods)} pod(s), restart {restart_count}")
+
+    def stop(self, key: str, grace_seconds: float | None = None) -> bool:
+        run = self._runs.get(key)
+        if run is None:
+            return False
+        run.record.stopping = True
+        self._dir.write_workload(run.record)
+        self._terminate(run, grace_seconds)
+        return True
+
+    def poll(self) -> list[RuntimeEvent]:
+        now = self._clock()
+        for run in list(self._runs.values()):
+            for pod in run.pods.values():
+                if not pod.gone:
+                    self._poll_pod(run, pod, now)
+            if all(pod.gone for pod in run.pods.values()):
+                self._finish(run)
+        events, self._events = self._events, []
+        return events
+
+    def running(self) -> dict[str, WorkloadRun]:
+        return {key: self._status(run) for key, run in sorted(self._runs.items())}
+
+    def adopt(self) -> list[str]:
+        adopted = []
+        for key in self._dir.workload_keys():
+            if key in self._runs:
+                continue
+            pods = self._dir.read_pods(key)
+            workload = self._dir.read_workload(key)
+            if not pods or workload is None:
+                continue
+            run = _Run(workload)
+            for record in pods:
+                run.pods[record.spec.name] = self._adopt_pod(key, record)
+            self._runs[key] = run
+            adopted.append(key)
+            alive = sum(not p.leader_done for p in run.pods.values())
+            self._emit(EventKind.ADOPTED, key, message=f"{alive} of {len(pods)} pod(s) alive")
+        return adopted
+
+    def logs(self, key: str, pod: str | None = None, follow: bool = False) -> Iterator[str]:
+        names = self._pod_names(key, pod)
+        paths = {name: self._dir.log_path(key, name) for name in names}
+        if not follow:
+            return read_logs(paths)
+        return follow_logs(paths, lambda: self._pods_alive(key, names))
+
+    def shutdown(self, grace_seconds: float | None = None, timeout: float = 60.0) -> None:
+        for key in list(self._runs):
+            self.stop(key, grace_seconds)
+        deadline = time.monotonic() + timeout
+        while self._runs and time.monotonic() < deadline:
+            self.poll()
+            time.sleep(0.02)
+        for run in self._runs.values():  # past the timeout: nothing may survive the server
+            self._terminate(run, 0.0)
+        self.poll()
+
+    # -- for the engine and tests --------------------------------------------------------------
+
+    def gpu_owners(self) -> dict[int, tuple[str, str]]:
+        return self._gpus.owners()
+
+    def forget(self, key: str) -> None:
+        """Delete a finished workload's records and logs (the engine deleted the workload)."""
+        if key in self._runs:
+            raise AlreadyRunning(f"Workload {key}: still has pods; stop it first")
+        base = self._dir.workload_dir(key)
+        for path in sorted(base.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        if base.exists():
+            base.rmdir()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _spawn(self, run: _Run, pod: _Pod) -> None:
+        rec, key = pod.record, run.key
+        self._dir.write_pod(key, rec)  # token first: a crash right after spawning leaves a trace
+        cuda, nvidia = self._gpus.visible_devices(rec.gpus)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_")}
+        for name in _SCRUBBED_ENV:
+            env.pop(name, None)
+        env.update(rec.spec.env)
+        env.update(
+            CUDA_VISIBLE_DEVICES=cuda,
+            NVIDIA_VISIBLE_DEVICES=nvidia,
+            GPUAAS_WORKLOAD=key,
+            GPUAAS_POD=rec.spec.name,
+            GPUAAS_RESTART_COUNT=str(run.record.restart_count),
+            GPUAAS_POD_RETRY=str(rec.restarts),
+        )
+        env[procs.POD_UID_ENV] = rec.token
+        argv, workdir = rec.spec.argv, rec.spec.working_dir
+        if self._engine is not None:
+            uuids = [self._gpus.visible_devices([i])[1] for i in rec.gpus]
+            argv, workdir = container.run_argv(self._engine, key, rec.spec, env, uuids), None
+        cgroup = create_pod_cgroup(
+            self.limits,
+            f"{key.replace('/', '.')}.{rec.spec.name}.{rec.token}",
+            rec.spec.cpu_millis,
+            rec.spec.memory_bytes,
+        )
+        spawned = procs.spawn(
+            argv,
+            env,
+            self._dir.log_path(key, rec.spec.name),
+            self._dir.exit_path(key, rec.spec.name),
+            workdir,
+            cgroup,
+        )
+        rec.pid, rec.pgid, rec.start_time = spawned.pid, spawned.pgid, spawned.start_time
+        rec.cgroup, rec.kill_at = (str(cgroup) if cgroup else None), None
+        pod.leader_done, pod.exit_code, pod.gone, pod.group_known = False, None, False, True
+        self._dir.write_pod(key, rec)
+
+    def _poll_pod(self, run: _Run, pod: _Pod, now: float) -> None:
+        rec = pod.record
+        if not pod.leader_done:
+            if rec.pid is None:
+                pod.leader_done, pod.group_known = True, False
+            else:
+                done, code = procs.wait_leader(
+                    rec.pid, rec.start_time, self._dir.exit_path(run.key, pod.name)
+                )
+                if not done:
+                    if rec.kill_at is not None and now >= rec.kill_at:
+                        self._kill(run, pod)
+                    return
+                pod.leader_done, pod.exit_code = True, code
+        # The leader is gone: as when a container's main process exits, the rest is killed.
+        leftovers = self._leftovers(pod)
+        if leftovers:
+            procs.kill_pids(leftovers)
+            return
+        self._drained(run, pod)
+
+    def _drained(self, run: _Run, pod: _Pod) -> None:
+        """Every process of this pod is gone: release it, or retry it within the backoffLimit."""
+        rec, wl = pod.record, run.record
+        remove_pod_cgroup(Path(rec.cgroup) if rec.cgroup else None)
+        if self._engine is not None:
+            _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
+        failed = pod.exit_code != 0
+        if failed and not (wl.stopping or wl.failing):
+            wl.failures += 1
+            code = pod.exit_code if pod.exit_code is not None else KILLED_EXIT_CODE
+            if wl.failures <= wl.backoff_limit:
+                self._emit(EventKind.POD_FAILED, run.key, pod.name, code, f"exit code {code}")
+                rec.restarts += 1
+                self._dir.write_workload(wl)
+                self._spawn(run, pod)
+                self._emit(
+                    EventKind.POD_RESTARTED,
+                    run.key,
+                    pod.name,
+                    message=f"retry {wl.failures} of backoffLimit {wl.backoff_limit}",
+                )
+                return
+            wl.failing = True
+            self._dir.write_workload(wl)
+            self._emit(EventKind.POD_FAILED, run.key, pod.name, code, "backoffLimit exceeded")
+            self._terminate(run, None)
+        pod.gone = True
+        self._gpus.release(run.key, pod.name)
+        self._dir.remove_pod(run.key, pod.name)
+
+    def _finish(self, run: _Run) -> None:
+        wl = run.record
+        codes = [p.exit_code for p in run.pods.values()]
+        if wl.stopping:
+            wl.outcome, kind = "Stopped", EventKind.STOPPED
+        elif wl.failing:
+            wl.outcome, kind = "Failed", EventKind.FAILED
+        else:
+            wl.outcome, kind = "Succeeded", EventKind.SUCCEEDED
+        self._dir.write_workload(wl)
+        del self._runs[run.key]
+        self._emit(kind, run.key, message=f"exit codes {codes}, {wl.failures} failure(s)")
+
+    def _terminate(self, run: _Run, grace_seconds: float | None) -> None:
+        now = self._clock()
+        for pod in run.pods.values():
+            rec = pod.record
+            if pod.gone or pod.leader_done or rec.pgid is None:
+                continue
+            grace = rec.spec.termination_grace_seconds if grace_seconds is None else grace_seconds
+            kill_at = now + max(0.0, grace)
+            if rec.kill_at is not None and rec.kill_at <= kill_at:
+                continue  # already terminating with an earlier deadline
+            rec.kill_at = kill_at
+            self._dir.write_pod(run.key, rec)
+            if grace <= 0:
+                self._kill(run, pod)
+            else:
+                procs.signal_group(rec.pgid, signal.SIGTERM)
+
+    def _kill(self, run: _Run, pod: _Pod) -> None:
+        if pod.record.pgid is not None:
+            procs.signal_group(pod.record.pgid, signal.SIGKILL)
+        if self._engine is not None:
+            _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
+
+    def _leftovers(self, pod: _Pod) -> list[int]:
+        if pod.group_known and pod.record.pgid is not None:
+            return procs.group_members(pod.record.pgid)
+        return procs.processes_with_token(pod.record.token)
+
+    def _adopt_pod(self, key: str, record: PodRecord) -> _Pod:
+        pod = _Pod(record)
+        self._gpus.claim(key, record.spec.name, record.gpus)
+        if record.pid is not None and procs.leader_alive(record.pid, record.start_time):
+            return pod
+        # The leader died while no server watched: its pgid may be reused, so find leftovers
+        # by the pod's token, and take the exit code the wrapper wrote (none if it was killed).
+        pod.leader_done, pod.group_known = True, False
+        pod.exit_code = procs.read_exit_code(self._dir.exit_path(key, record.spec.name))
+        procs.kill_pids(procs.processes_with_token(record.token))
+        return pod
+
+    def _refuse_unadopted(self, key: str) -> None:
+        for record in self._dir.read_pods(key):
+            alive = record.pid is not None and procs.leader_alive(record.pid, record.start_time)
+            if alive or procs.processes_with_token(record.token):
+                raise AlreadyRunning(
+                    f"Workload {key}: pod {record.spec.name} from an earlier server is still "
+                    "running; call adopt() first"
+                )
+            self._dir.remove_pod(key, record.spec.name)
+
+    def _abort(self, run: _Run) -> None:
+        for pod in run.pods.values():
+            if pod.record.pgid is not None:
+                procs.signal_group(pod.record.pgid, signal.SIGKILL)
+                procs.wait_leader(
+                    pod.record.pid or pod.record.pgid, 0.0, self._dir.exit_path(run.key, pod.name)
+                )
+            self._gpus.release(run.key, pod.name)
+            self._dir.remove_pod(run.key, pod.name)
+        for name in run.record.pods:
+            self._gpus.release(run.key, name)
+
+    def _status(self, run: _Run) -> WorkloadRun:
+        pods = []
+        for pod in run.pods.values():
+            rec = pod.record
+            if pod.gone:
+                phase = "Succeeded" if pod.exit_code == 0 else "Failed"
+            elif rec.kill_at is not None:
+                phase = "Terminating"
+            else:
+                phase = "Running"
+            pods.append(PodStatus(pod.name, rec.pid, rec.gpus, rec.restarts, phase, pod.exit_code))
+        return WorkloadRun(run.key, run.record.restart_count, run.record.stopping, tuple(pods))
+
+    def _pod_names(self, key: str, pod: str | None) -> list[str]:
+        run = self._runs.get(key)
+        names = (
+            list(run.pods)
+            if run
+            else [p.stem for p in sorted(self._dir.logs_dir(key).glob("*.log"))]
+        )
+        if not names:
+            raise RuntimeRequestError(f"Workload {key}: no pods and no logs on this node")
+        if pod is not None:
+            if pod not in names:
+                raise RuntimeRequestError(f"Workload {key}: no pod {pod!r} (pods: {names})")
+            return [pod]
+        return names
+
+    def _pods_alive(self, key: str, names: list[str]) -> bool:
+        """For ``logs -f``: read from disk, so following works from another thread."""
+        records = {r.spec.name: r for r in self._dir.read_pods(key)}
+        return any(
+            name in records
+            and records[name].pid is not None
+            and procs.leader_alive(records[name].pid or 0, records[name].start_time)
+            for name in names
+        )
+
+    def _emit(
+        self,
+        kind: EventKind,
+        key: str,
+        pod: str | None = None,
+        code: int | None = None,
+        message: str = "",
+    ) -> None:
+        self._events.append(RuntimeEvent(kind, key, self._clock(), pod, code, message))
+
+
+def _check_request(key: str, pods: list[PodSpec]) -> None:
+    namespace, _, name = key.partition("/")
+    if not namespace or not name or "/" in name:
+        raise RuntimeRequestError(f"workload key {key!r}: must be namespace/name")
+    if not pods:
+        raise RuntimeRequestError(f"Workload {key}: no pods to run")
+    names = [p.name for p in pods]
+    if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
+        raise RuntimeRequestError(
+            f"Workload {key}: pod names must be unique and non-empty: {names}"
+        )
+    for pod in pods:
+        if not pod.command:
+            raise RuntimeRequestError(f"Workload {key}: pod {pod.name} has no command")
+        if pod.working_dir and not Path(pod.working_dir).is_dir():
+            raise RuntimeRequestError(
+                f"Workload {key}: pod {pod.name} workingDir {pod.working_dir}: no such directory"
+            )
+
+
+def _quiet_run(argv: list[str]) -> None:
+    import subprocess
+
+    subprocess.run(argv, capture_output=True, timeout=30, check=False)

@@ -1,0 +1,192 @@
+"""From an admitted workload to the pods a runtime starts: a pure translation.
+
+The core ``Workload`` keeps per-pod requests and counts but not the container commands, so this
+module also reads the raw manifest (batch/v1 Job, RayCluster, RayJob, kueue Workload) for each pod
+template's first container: command, args, env, workingDir, and the pod's
+``terminationGracePeriodSeconds``. Counts come from the admission, as Kueue may admit fewer pods
+than requested (partial admission). No I/O and no processes here; errors name the object, the
+field and the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaas.core.objects import PodSet, Workload
+from gpuaas.core.state import Admission
+from gpuaas.runtimes.base import DEFAULT_BACKOFF_LIMIT, DEFAULT_GRACE_SECONDS, PodSpec
+
+GPU = "nvidia.com/gpu"
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+class PodSpecError(ValueError):
+    """A manifest cannot be run; the message names kind/namespace/name, the field and why."""
+
+
+@dataclass(slots=True, frozen=True)
+class RunPlan:
+    pods: list[PodSpec]
+    backoff_limit: int
+
+
+def build_run_plan(
+    workload: Workload, admission: Admission | None, manifest: Mapping[str, Any]
+) -> RunPlan:
+    """The pods of ``workload`` as admitted, with commands taken from ``manifest``."""
+    kind = str(manifest.get("kind") or workload.kind)
+    where = f"{kind} {workload.namespace}/{workload.name}"
+    templates = pod_templates(manifest, where)
+    counts = {ps.name: ps.count for ps in admission.pod_sets} if admission else {}
+    pods: list[PodSpec] = []
+    single = len(workload.pod_sets) == 1
+    for position, pod_set in enumerate(workload.pod_sets):
+        template = templates.get(pod_set.name)
+        if template is None and len(templates) == len(workload.pod_sets):
+            template = list(templates.values())[position]
+        if template is None:
+            raise PodSpecError(
+                f"{where}: no pod template for podSet {pod_set.name!r} "
+                f"(templates: {sorted(templates)})"
+            )
+        count = counts.get(pod_set.name, pod_set.count)
+        for index in range(count):
+            pod_name = (
+                f"{workload.name}-{index}" if single else f"{workload.name}-{pod_set.name}-{index}"
+            )
+            pods.append(_pod(pod_name, pod_set, template, workload, where))
+    return RunPlan(pods, _backoff_limit(manifest, where))
+
+
+def pod_templates(manifest: Mapping[str, Any], where: str) -> dict[str, Mapping[str, Any]]:
+    """podSet name -> pod template spec, for each kind gpuaas runs."""
+    kind = manifest.get("kind")
+    spec = _mapping(manifest.get("spec", {}), f"{where}: spec")
+    if kind == "Job":
+        return {"main": _template_spec(spec, f"{where}: spec.template")}
+    if kind == "RayCluster":
+        return _ray_templates(spec, where, "spec")
+    if kind == "RayJob":
+        cluster = _mapping(spec.get("rayClusterSpec"), f"{where}: spec.rayClusterSpec")
+        return _ray_templates(cluster, where, "spec.rayClusterSpec")
+    if kind == "Workload":
+        out: dict[str, Mapping[str, Any]] = {}
+        for i, ps in enumerate(_list(spec.get("podSets"), f"{where}: spec.podSets")):
+            ps = _mapping(ps, f"{where}: spec.podSets[{i}]")
+            out[str(ps.get("name", "main"))] = _template_spec(
+                ps, f"{where}: spec.podSets[{i}].template"
+            )
+        return out
+    raise PodSpecError(f"{where}: kind {kind!r} cannot be run (Job, RayCluster, RayJob, Workload)")
+
+
+def _ray_templates(spec: Mapping[str, Any], where: str, path: str) -> dict[str, Mapping[str, Any]]:
+    head = _mapping(spec.get("headGroupSpec"), f"{where}: {path}.headGroupSpec")
+    out = {"head": _template_spec(head, f"{where}: {path}.headGroupSpec.template")}
+    for i, group in enumerate(spec.get("workerGroupSpecs") or []):
+        group = _mapping(group, f"{where}: {path}.workerGroupSpecs[{i}]")
+        name = str(group.get("groupName") or f"workers-{i}")
+        out[name] = _template_spec(group, f"{where}: {path}.workerGroupSpecs[{i}].template")
+    return out
+
+
+def _pod(
+    name: str, pod_set: PodSet, template: Mapping[str, Any], workload: Workload, where: str
+) -> PodSpec:
+    containers = _list(template.get("containers"), f"{where}: podSet {pod_set.name} containers")
+    if not containers:
+        raise PodSpecError(f"{where}: podSet {pod_set.name}: containers is empty")
+    container = _mapping(containers[0], f"{where}: podSet {pod_set.name} containers[0]")
+    cname = container.get("name", "0")
+    field = f"{where}: podSet {pod_set.name} container {cname}"
+    env = _env(container.get("env") or [], field, workload, name)
+    env_map = dict(env)
+    command = tuple(_expand(str(a), env_map) for a in container.get("command") or [])
+    args = tuple(_expand(str(a), env_map) for a in container.get("args") or [])
+    if not command and not args:
+        raise PodSpecError(
+            f"{field}: no command or args; on the host the image's entrypoint is unknown, "
+            "so give the container a command"
+        )
+    if not command:  # args alone: run them, as the image's entrypoint is not available here
+        command, args = args, ()
+    grace = template.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+    if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:
+        raise PodSpecError(f"{where}: terminationGracePeriodSeconds must be >= 0, got {grace!r}")
+    workdir = container.get("workingDir")
+    return PodSpec(
+        name=name,
+        command=command,
+        args=args,
+        env=env,
+        working_dir=str(workdir) if workdir else None,
+        cpu_millis=pod_set.requests.get("cpu", 0),
+        memory_bytes=pod_set.requests.get("memory", 0),
+        gpus=pod_set.requests.get(GPU, 0),
+        termination_grace_seconds=float(grace),
+        image=str(container["image"]) if container.get("image") else None,
+        pod_set=pod_set.name,
+    )
+
+
+def _env(items: object, field: str, workload: Workload, pod: str) -> tuple[tuple[str, str], ...]:
+    fields = {"metadata.name": pod, "metadata.namespace": workload.namespace}
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(_list(items, f"{field} env")):
+        item = _mapping(item, f"{field} env[{i}]")
+        name = item.get("name")
+        if not name:
+            raise PodSpecError(f"{field} env[{i}]: name is required")
+        if "valueFrom" in item:
+            ref = (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
+            if ref not in fields:
+                raise PodSpecError(
+                    f"{field} env[{i}] ({name}): valueFrom is supported only as fieldRef "
+                    f"{sorted(fields)} on the local runtime"
+                )
+            out.append((str(name), fields[ref]))
+        else:
+            out.append((str(name), _expand(str(item.get("value", "")), dict(out))))
+    return tuple(out)
+
+
+def _expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` references; unknown ones stay as written, ``$$`` is a dollar."""
+
+    def sub(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _VAR_REF.sub(sub, text)
+
+
+def _backoff_limit(manifest: Mapping[str, Any], where: str) -> int:
+    if manifest.get("kind") != "Job":
+        return DEFAULT_BACKOFF_LIMIT
+    value = (manifest.get("spec") or {}).get("backoffLimit", DEFAULT_BACKOFF_LIMIT)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise PodSpecError(f"{where}: spec.backoffLimit must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _template_spec(holder: Mapping[str, Any], field: str) -> Mapping[str, Any]:
+    template = _mapping(holder.get("template"), field)
+    return _mapping(template.get("spec"), f"{field}.spec")
+
+
+def _mapping(value: object, field: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        got = "nothing" if value is None else type(value).__name__
+        raise PodSpecError(f"{field}: must be a mapping, got {got}")
+    return value
+
+
+def _list(value: object, field: str) -> list[Any]:
+    if not isinstance(value, list):
+        got = "nothing" if value is None else type(value).__name__
+        raise PodSpecError(f"{field}: must be a list, got {got}")
+    return value

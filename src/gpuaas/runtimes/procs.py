@@ -1,0 +1,173 @@
+"""Process groups on Linux: spawn a pod, tell whether it is alive, signal it, find its leftovers.
+
+This module owns every system call the local runtime makes on processes. A pod is one session
+(its own process group) led by a tiny ``/bin/sh`` wrapper that records the command's exit code in
+a file, so the code survives a server crash (a re-adopted pod is no longer our child). The
+wrapper traps SIGTERM with a no-op handler, which exec resets to the default in the command, so
+the command sees SIGTERM exactly as in a container while the wrapper waits to record its exit.
+Aliveness ignores zombies: on hosts whose PID 1 does not reap orphans, zombies never vanish.
+Nothing here decides retries or stops; that is ``runtimes.local``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+POD_UID_ENV = "GPUAAS_POD_UID"
+_START_TIME_TOLERANCE = 0.05
+
+# $1: cgroup dir or "", $2: exit-code file, $3: working dir or "", rest: the command.
+_WRAPPER = r"""trap : TERM INT HUP
+if [ -n "$1" ]; then echo $$ > "$1/cgroup.procs" || exit 126; fi
+exitfile=$2
+if [ -n "$3" ]; then cd "$3" || { echo "workingDir $3: cannot enter" >&2; exit 126; }; fi
+shift 3
+"$@"
+rc=$?
+echo "$rc" > "$exitfile.tmp" && mv -f "$exitfile.tmp" "$exitfile"
+exit "$rc"
+"""
+
+
+@dataclass(slots=True, frozen=True)
+class Spawned:
+    pid: int
+    pgid: int
+    start_time: float
+
+
+def spawn(
+    argv: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    exit_path: Path,
+    working_dir: str | None = None,
+    cgroup_dir: Path | None = None,
+) -> Spawned:
+    """Start ``argv`` as the only job of a new session, stdout and stderr appended to a log.
+
+    ``posix_spawn`` rather than ``subprocess.Popen``: the runtime waits for its pods by pid, and a
+    dropped ``Popen`` object would warn about a child that is meant to outlive it.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        exit_path.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o644),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    wrapper = ["/bin/sh", "-c", _WRAPPER, "gpuaas-pod"]
+    full = [*wrapper, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
+    pid = os.posix_spawn("/bin/sh", full, env, file_actions=actions, setsid=True)
+    try:
+        start = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:  # exited already; still our child, reaped later
+        start = 0.0
+    return Spawned(pid, pid, start)
+
+
+def wait_leader(pid: int, start_time: float, exit_path: Path) -> tuple[bool, int | None]:
+    """(exited, exit code) of a pod's leader, whether it is our child or a re-adopted orphan.
+
+    A child is reaped here (its code is exact, a signal N reads as 128+N like a shell); an orphan
+    from before a restart is checked by pid and start time, and its code read from the file the
+    wrapper wrote (None if the wrapper itself was killed).
+    """
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        if leader_alive(pid, start_time):
+            return False, None
+        return True, read_exit_code(exit_path)
+    if done == 0:
+        return False, None
+    code = os.waitstatus_to_exitcode(status)
+    return True, (128 - code if code < 0 else code)
+
+
+def is_our_child(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).ppid() == os.getpid()
+    except psutil.NoSuchProcess:
+        return False
+
+
+def leader_alive(pid: int, start_time: float) -> bool:
+    """The same process (pid and start time agree, so not a reused pid) and not a zombie."""
+    try:
+        proc = psutil.Process(pid)
+        if start_time and abs(proc.create_time() - start_time) > _START_TIME_TOLERANCE:
+            return False
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(name))
+    return members
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Live processes whose environment carries this pod's ``GPUAAS_POD_UID``.
+
+    The token survives pid reuse and ``setsid``: it is how leftovers of a pod whose leader is
+    gone (or was never recorded, if the server died right after spawning) are found.
+    """
+    needle = f"{POD_UID_ENV}={token}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        if state[state.rfind(")") + 2 :][:1] in ("Z", "X"):
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def read_exit_code(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

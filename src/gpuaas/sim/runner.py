@@ -1,0 +1,425 @@
+"""Runs scenarios on the core ``Cluster`` on simulated time and checks their expectations.
+
+This module owns the timeline of a scenario: objects at time 0, then each step's apply, delete and
+finish, self-finishing workloads (``gpuaas.dev/runtime-seconds``) in time order between steps, and
+the comparison of the settled state with ``expect``. It decides nothing about scheduling (the core
+does) and prints nothing (``sim.report`` does); it never sleeps. Bad input becomes a
+``ScenarioOutcome`` with an ``error``, never an exception, so the other files still run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuaas.core.cluster import ApplyError, Cluster
+from gpuaas.core.manifests import ManifestError, core_kind, object_ref, parse_object
+from gpuaas.core.objects import KueueObject
+from gpuaas.core.quantity import format_quantity, parse_quantity
+from gpuaas.core.state import Event, Phase
+from gpuaas.sim.files import FileFormatError, expand_paths
+from gpuaas.sim.scenario import Expectation, Scenario, ScenarioError, Step, Time, load_scenarios
+
+NAMESPACED_KINDS = frozenset({"Workload", "LocalQueue"})
+Ref = tuple[str, str | None, str]  # (core kind, namespace or None, name)
+
+
+@dataclass(slots=True)
+class CheckResult:
+    at: Time
+    step: int
+    passed: bool
+    observed: dict[str, Any]
+    mismatches: list[str]
+
+
+@dataclass(slots=True)
+class ScenarioOutcome:
+    file: str
+    name: str | None
+    checks: list[CheckResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(c.passed for c in self.checks)
+
+
+@dataclass(slots=True)
+class RunReport:
+    outcomes: list[ScenarioOutcome]
+
+    @property
+    def exit_code(self) -> int:
+        """0 every expectation held; 1 one did not; 2 a file could not be used (2 wins)."""
+        if any(o.error is not None for o in self.outcomes):
+            return 2
+        return 0 if all(o.passed for o in self.outcomes) else 1
+
+
+@dataclass(slots=True)
+class _PreparedStep:
+    step: Step
+    apply: list[KueueObject]
+    delete: list[Ref]
+    usage: dict[str, dict[tuple[str, str], int]]  # expected CQ usage, parsed
+
+
+# -- preparing: every object parsed and every reference checked before anything runs -------------
+
+
+def _ref_of(kind: str, namespace: str | None, name: str) -> Ref:
+    ck = core_kind(kind)
+    if ck in NAMESPACED_KINDS:
+        return (ck, namespace or "default", name)
+    return (ck, None, name)
+
+
+def _parse(doc: dict[str, Any], file: str, where: str) -> tuple[KueueObject, Ref]:
+    try:
+        obj = parse_object(doc)
+        kind, namespace, name = object_ref(doc)
+    except ManifestError as exc:
+        raise ScenarioError(file, where, str(exc)) from None
+    return obj, _ref_of(kind, namespace, name)
+
+
+def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]:
+    """Parse all objects; reject a finish or delete of something never applied before it."""
+    file, label = scenario.file, f"scenario {scenario.name!r}"
+    applied: set[Ref] = set()
+    objects: list[KueueObject] = []
+    for j, doc in enumerate(scenario.objects):
+        obj, ref = _parse(doc, file, f"{label}: spec.objects[{j}]")
+        objects.append(obj)
+        applied.add(ref)
+    prepared: list[_PreparedStep] = []
+    for step in scenario.steps:
+        where = f"{label}: step {step.index} (at {step.at})"
+        apply: list[KueueObject] = []
+        for j, doc in enumerate(step.apply):
+            obj, ref = _parse(doc, file, f"{where}: apply[{j}]")
+            apply.append(obj)
+            applied.add(ref)
+        deletes: list[Ref] = []
+        for j, d in enumerate(step.delete):
+            try:
+                ref = _ref_of(d.kind, d.namespace, d.name)
+            except ManifestError as exc:
+                raise ScenarioError(file, where, f"delete[{j}]: {exc}") from None
+            if ref not in applied:
+                shown = f"{d.kind} {d.namespace + '/' if d.namespace else ''}{d.name}"
+                raise ScenarioError(
+                    file, where, f"delete[{j}]: {shown} was never applied before this step"
+                )
+            deletes.append(ref)
+        for j, key in enumerate(step.finish):
+            ns, name = key.split("/", 1)
+            if ("Workload", ns, name) not in applied:
+                raise ScenarioError(
+                    file, where, f"finish[{j}]: workload {key} was never applied before this step"
+                )
+        usage = _expected_usage(step.expect, file, where)
+        prepared.append(_PreparedStep(step, apply, deletes, usage))
+    return objects, prepared
+
+
+def _expected_usage(
+    expect: Expectation | None, file: str, where: str
+) -> dict[str, dict[tuple[str, str], int]]:
+    out: dict[str, dict[tuple[str, str], int]] = {}
+    if expect is None:
+        return out
+    for cq, exp in expect.cluster_queues.items():
+        if exp.usage is None:
+            continue
+        parsed: dict[tuple[str, str], int] = {}
+        for flavor, resources in exp.usage.items():
+            for res, qty in resources.items():
+                try:
+                    parsed[(flavor, res)] = parse_quantity(qty, res)
+                except (ManifestError, ValueError) as exc:
+                    fld = f"expect.clusterQueues.{cq}.usage.{flavor}.{res}"
+                    raise ScenarioError(file, where, f"{fld}: {exc}") from None
+        out[cq] = parsed
+    return out
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+class _Simulation:
+    """A Cluster plus the heap of self-finishing workloads and the warnings seen so far."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.cluster = Cluster(scenario.config)
+        self._due: list[tuple[float, int, str, int, int]] = []  # (time, seq, key, uid, count)
+        self._seq = 0
+        self.warnings: list[str] = []
+        self._seen_warnings: set[str] = set()
+
+    def settle(self, now: float) -> None:
+        self._note_admissions(self.cluster.schedule(now))
+        for w in self.cluster.warnings():
+            if w not in self._seen_warnings:
+                self._seen_warnings.add(w)
+                self.warnings.append(w)
+
+    def _note_admissions(self, events: Iterable[Event]) -> None:
+        keys = dict.fromkeys(
+            e.workload for e in events if e.reason == "QuotaReserved" and e.workload
+        )
+        for key in keys:
+            assert key is not None
+            state = self.cluster.workloads.get(key)
+            if state is None or state.phase != Phase.ADMITTED:
+                continue
+            runtime = state.workload.runtime_seconds
+            if runtime is None or state.admitted_at is None:
+                continue
+            self._seq += 1
+            entry = (state.admitted_at + runtime, self._seq, key, state.uid, state.admission_count)
+            heapq.heappush(self._due, entry)
+
+    def finish_due(self, until: float) -> None:
+        """Finish every self-finishing workload due by ``until``, one instant at a time."""
+        while self._due and self._due[0][0] <= until:
+            now = self._due[0][0]
+            finished = False
+            while self._due and self._due[0][0] == now:
+                _, _, key, uid, count = heapq.heappop(self._due)
+                state = self.cluster.workloads.get(key)
+                if (
+                    state is None
+                    or state.uid != uid
+                    or state.phase != Phase.ADMITTED
+                    or state.admission_count != count
+                ):
+                    continue  # evicted, finished or replaced since: a stale entry
+                finished = self.cluster.finish(key, now) or finished
+            if finished:
+                self.settle(now)
+
+
+def run_scenario(
+    scenario: Scenario, on_step: Callable[[Step, Cluster], None] | None = None
+) -> ScenarioOutcome:
+    """Run one scenario; a file error becomes the outcome's ``error``. ``on_step`` sees the
+    settled cluster after each step (tests use it to look at what expectations cannot state)."""
+    outcome = ScenarioOutcome(file=scenario.file, name=scenario.name)
+    try:
+        objects, steps = prepare(scenario)
+    except ScenarioError as exc:
+        outcome.error = str(exc)
+        return outcome
+    sim = _Simulation(scenario)
+    cluster = sim.cluster
+    label = f"scenario {scenario.name!r}"
+    try:
+        for j, obj in enumerate(objects):
+            try:
+                cluster.apply(obj, 0)
+            except ApplyError as exc:
+                raise _StepError(f"{label}: spec.objects[{j}]: {exc}") from None
+        sim.settle(0)
+        for ps in steps:
+            _run_step(sim, ps, label)
+            if on_step is not None:
+                on_step(ps.step, cluster)
+            if ps.step.expect is not None:
+                outcome.checks.append(_check(cluster, ps, ps.step.expect))
+    except _StepError as exc:
+        outcome.error = f"{scenario.file}: {exc}"
+    outcome.warnings = sim.warnings
+    return outcome
+
+
+class _StepError(Exception):
+    """An object the engine refused at run time (an update Kueue's webhooks would reject)."""
+
+
+def _run_step(sim: _Simulation, ps: _PreparedStep, label: str) -> None:
+    cluster, at = sim.cluster, ps.step.at
+    sim.finish_due(at)
+    for j, obj in enumerate(ps.apply):
+        try:
+            cluster.apply(obj, at)
+        except ApplyError as exc:
+            raise _StepError(
+                f"{label}: step {ps.step.index} (at {at}): apply[{j}]: {exc}"
+            ) from None
+    for kind, namespace, name in ps.delete:
+        cluster.delete(kind, namespace, name, at)
+    for key in ps.step.finish:
+        cluster.finish(key, at)
+    sim.settle(at)
+
+
+# -- checking ---------------------------------------------------------------------------------
+
+
+def observe(cluster: Cluster) -> dict[str, Any]:
+    admitted: dict[str, Any] = {}
+    pending: list[str] = []
+    for key, state in cluster.workloads.items():
+        if state.phase == Phase.ADMITTED and state.admission is not None:
+            admitted[key] = {
+                "clusterQueue": state.admission.cluster_queue,
+                "flavors": {ps.name: dict(ps.flavors) for ps in state.admission.pod_sets},
+                "count": {ps.name: ps.count for ps in state.admission.pod_sets},
+            }
+        elif state.phase == Phase.PENDING:
+            pending.append(key)
+    return {
+        "admitted": dict(sorted(admitted.items())),
+        "pending": sorted(pending),
+        "preempted": sorted(cluster.preempted_keys),
+    }
+
+
+def _set_mismatch(
+    at: Time, what: str, expected: Iterable[str], observed: Iterable[str]
+) -> str | None:
+    exp, obs = sorted(set(expected)), sorted(set(observed))
+    if exp == obs:
+        return None
+    details = []
+    missing = [k for k in exp if k not in obs]
+    extra = [k for k in obs if k not in exp]
+    if missing:
+        details.append("missing " + ", ".join(missing))
+    if extra:
+        details.append("unexpected " + ", ".join(extra))
+    return f"at {at}: {what}: expected {exp}, observed {obs} ({'; '.join(details)})"
+
+
+def _check(cluster: Cluster, ps: _PreparedStep, expect: Expectation) -> CheckResult:
+    at = ps.step.at
+    observed = observe(cluster)
+    out: list[str] = []
+    if expect.admitted is not None:
+        m = _set_mismatch(at, "admitted", expect.admitted, observed["admitted"])
+        if m:
+            out.append(m)
+        for key, exp in expect.admitted.items():
+            obs = observed["admitted"].get(key)
+            if obs is None:
+                continue
+            if exp.cluster_queue is not None and exp.cluster_queue != obs["clusterQueue"]:
+                out.append(
+                    f"at {at}: admitted {key}: clusterQueue expected {exp.cluster_queue},"
+                    f" observed {obs['clusterQueue']}"
+                )
+            for pod_set, resources in (exp.flavors or {}).items():
+                for res, flavor in resources.items():
+                    got = obs["flavors"].get(pod_set, {}).get(res)
+                    if got != flavor:
+                        out.append(
+                            f"at {at}: admitted {key}: flavor of {pod_set}/{res} expected"
+                            f" {flavor}, observed {got}"
+                        )
+            for pod_set, count in (exp.count or {}).items():
+                got_count = obs["count"].get(pod_set)
+                if got_count != count:
+                    out.append(
+                        f"at {at}: admitted {key}: count of {pod_set} expected {count},"
+                        f" observed {got_count}"
+                    )
+    for name in ("pending", "preempted"):
+        expected_keys: list[str] | None = getattr(expect, name)
+        if expected_keys is not None:
+            m = _set_mismatch(at, name, expected_keys, observed[name])
+            if m:
+                out.append(m)
+    out.extend(_check_cluster_queues(cluster, ps, expect))
+    return CheckResult(at=at, step=ps.step.index, passed=not out, observed=observed, mismatches=out)
+
+
+def _check_cluster_queues(cluster: Cluster, ps: _PreparedStep, expect: Expectation) -> list[str]:
+    at = ps.step.at
+    out: list[str] = []
+    for cq, exp in expect.cluster_queues.items():
+        if exp.admitted_workloads is not None:
+            n = sum(
+                1
+                for s in cluster.workloads.values()
+                if s.admission is not None
+                and s.admission.cluster_queue == cq
+                and s.phase in (Phase.ADMITTED, Phase.EVICTING)
+            )
+            if n != exp.admitted_workloads:
+                out.append(
+                    f"at {at}: clusterQueue {cq}: admittedWorkloads expected"
+                    f" {exp.admitted_workloads}, observed {n}"
+                )
+        if exp.pending_workloads is not None:
+            n = sum(
+                1
+                for s in cluster.workloads.values()
+                if s.phase == Phase.PENDING and s.cluster_queue == cq
+            )
+            if n != exp.pending_workloads:
+                out.append(
+                    f"at {at}: clusterQueue {cq}: pendingWorkloads expected"
+                    f" {exp.pending_workloads}, observed {n}"
+                )
+        expected_usage = ps.usage.get(cq)
+        if expected_usage is not None:
+            used = cluster.cluster_queue_usage(cq)
+            for (flavor, res), qty in expected_usage.items():
+                got = used.get((flavor, res), 0)
+                if got != qty:
+                    out.append(
+                        f"at {at}: clusterQueue {cq}: usage of {flavor}/{res} expected"
+                        f" {format_quantity(qty, res)}, observed {format_quantity(got, res)}"
+                    )
+    return out
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def run_file(path: Path | str, *, skip_manifests: bool = False) -> list[ScenarioOutcome]:
+    """Every scenario of one file; a file that cannot be used gives one outcome with an error."""
+    file = str(path)
+    try:
+        scenarios = load_scenarios(path, skip_manifests=skip_manifests)
+    except FileFormatError as exc:
+        return [ScenarioOutcome(file=file, name=None, error=str(exc))]
+    except ScenarioError as exc:
+        return [ScenarioOutcome(file=file, name=exc.scenario, error=str(exc))]
+    outcomes: list[ScenarioOutcome] = []
+    for scenario in scenarios:
+        try:
+            outcomes.append(run_scenario(scenario))
+        except Exception as exc:  # an engine failure must not stop the other files
+            if os.environ.get("GPUAAS_DEBUG") == "1":
+                raise
+            message = (
+                f"{file}: scenario {scenario.name!r}: internal error: {type(exc).__name__}: {exc}"
+            )
+            outcomes.append(ScenarioOutcome(file=file, name=scenario.name, error=message))
+    return outcomes
+
+
+def run_paths(paths: Sequence[Path | str]) -> RunReport:
+    """Run files and directories. Under a directory, files holding only Kubernetes manifests (an
+    example's setup.yaml beside its scenario.yaml) are not scenarios and are passed over."""
+    outcomes: list[ScenarioOutcome] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_dir():
+            outcomes.extend(run_file(p))
+            continue
+        found = [o for f in expand_paths([p]) for o in run_file(f, skip_manifests=True)]
+        if not found:
+            found = [
+                ScenarioOutcome(file=str(p), name=None, error=f"{p}: no scenario file under it")
+            ]
+        outcomes.extend(found)
+    return RunReport(outcomes)

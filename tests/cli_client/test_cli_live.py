@@ -1,0 +1,140 @@
+"""The kubectl-like CLI against a live server: apply the seed, get, -w, describe, explain, delete,
+tokens and login (over TLS with a self-signed certificate)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.api.testing import ServerProcess
+from gpuaas.cli.kubectl import build_app
+
+SEED = Path(__file__).parent / "seed"
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path / "data").start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+def _env(srv: ServerProcess, tmp_path: Path, token: str | None = None) -> dict[str, str]:
+    return {
+        "GPUAAS_SERVER": srv.url,
+        "GPUAAS_TOKEN": token or srv.admin_token,
+        "GPUAAS_CONFIG": str(tmp_path / "cfg.json"),
+        "GPUAAS_INSECURE": "1",
+    }
+
+
+def run(env: dict[str, str], *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(build_app(), list(args), env=env)
+    return result.exit_code, result.output
+
+
+def test_seed_demo_through_the_cli(live: ServerProcess, tmp_path: Path) -> None:
+    env = _env(live, tmp_path)
+    code, out = run(env, "apply", "-f", str(SEED / "setup.yaml"))
+    assert code == 0, out
+    assert "clusterqueue.kueue.x-k8s.io/team-a-cq created" in out
+    code, out = run(env, "apply", "-f", str(SEED / "setup.yaml"))
+    assert "unchanged" in out and code == 0
+    code, out = run(env, "get", "cq")
+    assert out.splitlines()[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS", "ADMITTED",
+                                           "WORKLOADS"]  # fmt: skip
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "gpuaas.cli.kubectl", "get", "workload", "-A", "-w"],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(1.5)
+        assert run(env, "apply", "-f", str(SEED / "team-b-job.yaml"))[0] == 0
+        time.sleep(0.5)
+        assert run(env, "apply", "-f", str(SEED / "team-a-job.yaml"))[0] == 0
+        code, out = run(env, "get", "wl", "-A")
+        rows = {ln.split()[1]: ln.split() for ln in out.splitlines()[1:]}
+        assert out.splitlines()[0].split()[:5] == ["NAMESPACE", "NAME", "QUEUE", "RESERVED", "IN"]
+        assert rows["team-a-job"][4] == "True" and rows["team-b-job"][3] == "False"
+        time.sleep(1.0)
+    finally:
+        os.killpg(watcher.pid, signal.SIGTERM)
+        streamed, _ = watcher.communicate(timeout=10)
+    lines = [ln.split() for ln in streamed.splitlines() if ln.strip()]
+    assert lines[0][:2] == ["NAMESPACE", "NAME"]
+    b_states = [ln[-2] for ln in lines[1:] if ln[1] == "team-b-job"]
+    assert "True" in b_states and b_states[-1] == "False"  # admitted, then preempted, live
+    code, out = run(env, "describe", "workload", "team-b-job", "-n", "team-b")
+    assert code == 0 and "Preempted to accommodate" in out and "team-a/team-a-job" in out
+    assert "Events:" in out and "EvictedDueToPreempted" in out
+    code, out = run(env, "explain", "workload", "team-b-job", "-n", "team-b")
+    assert code == 0 and "Position:       1 of 1" in out and "What would have to change" in out
+    code, out = run(env, "get", "wl", "team-a-job", "-n", "team-a", "-o", "yaml")
+    assert "podSetAssignments" in out
+    code, out = run(env, "delete", "job", "team-a-job", "-n", "team-a")
+    assert code == 0 and "deleted" in out
+    code, out = run(env, "get", "wl", "-n", "team-b")
+    assert out.splitlines()[1].split()[3] == "True"  # readmitted
+
+
+def test_tokens_and_errors(live: ServerProcess, tmp_path: Path) -> None:
+    env = _env(live, tmp_path)
+    assert run(env, "apply", "-f", str(SEED))[0] == 0  # a directory
+    code, token = run(env, "token", "create", "--namespace", "team-a")
+    assert code == 0
+    tenant = _env(live, tmp_path, token.strip())
+    code, out = run(tenant, "get", "wl", "-n", "team-b")
+    assert code == 1 and "Forbidden" in out
+    code, out = run(tenant, "get", "wl", "-A")
+    assert "team-b" not in out and "team-a-job" in out
+    code, out = run(tenant, "delete", "cq", "team-a-cq")
+    assert code == 1 and "Forbidden" in out
+    local = subprocess.run(
+        [sys.executable, "-m", "gpuaas.cli.kubectl", "token", "create", "-n", "team-b",
+         "--data-dir", str(live.data_dir)], capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    code, out = run(_env(live, tmp_path, local.stdout.strip()), "get", "wl", "-n", "team-b")
+    assert code == 0 and "team-b-job" in out
+    code, out = run(_env(live, tmp_path, "bogus"), "get", "cq")
+    assert code == 1 and "Unauthorized" in out
+    code, out = run(env, "get", "nosuchkind")
+    assert code == 1 and "doesn't have a resource type" in out
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
+def test_login_over_tls(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
+    )  # fmt: skip
+    srv = ServerProcess(
+        tmp_path / "data", extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True
+    )
+    try:
+        srv.start()
+        env = {"GPUAAS_CONFIG": str(tmp_path / "cfg.json")}
+        code, out = run(env, "login", srv.url, "--token", srv.admin_token, "--ca", str(cert))
+        assert code == 0, out
+        assert (tmp_path / "cfg.json").stat().st_mode & 0o777 == 0o600
+        code, out = run(env, "apply", "-f", str(SEED / "setup.yaml"))
+        assert code == 0, out
+        code, out = run(env, "get", "rf")
+        assert "gpu-flavor" in out
+        code, out = run(env, "login", srv.url, "--token", srv.admin_token)  # untrusted cert
+        assert code == 1 and "login failed" in out
+    finally:
+        srv.kill()

@@ -1,0 +1,86 @@
+"""Shared test policy: outside services, and no child process left behind.
+
+``require_service`` is the one place where the service policy lives: a test that needs PostgreSQL,
+Chromium, Ray or a GPU calls it; when the service is missing the test is skipped with the reason,
+unless ``GPUAAS_REQUIRE_SERVICES=1`` (CI) in which case it fails, so CI can never pass by skipping.
+The session hooks check that the tests left no process of theirs running.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytest_plugins = ["pytester"]  # tests/test_service_policy.py runs pytest on this very policy
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+RequireService = Callable[[str, bool, str], None]
+
+
+def services_required() -> bool:
+    return os.environ.get("GPUAAS_REQUIRE_SERVICES") == "1"
+
+
+def require_service(name: str, available: bool, reason: str) -> None:
+    """Skip (or, with GPUAAS_REQUIRE_SERVICES=1, fail) when ``name`` is not available."""
+    if available:
+        return
+    if services_required():
+        pytest.fail(
+            f"{name} is required (GPUAAS_REQUIRE_SERVICES=1) but not available: {reason}",
+            pytrace=False,
+        )
+    pytest.skip(f"{name} not available: {reason}")
+
+
+@pytest.fixture(name="require_service")
+def require_service_fixture() -> RequireService:
+    """The policy as a fixture: ``require_service("PostgreSQL", ok, "connection refused")``."""
+    return require_service
+
+
+# -- no leftover child processes ---------------------------------------------------------------
+
+_children_at_start: set[int] = set()
+
+
+def _children() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _children_at_start.update(p.pid for p in _children())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a test left a process of its own running (after a short grace period)."""
+    deadline = time.monotonic() + 2.0
+    leftovers = [p for p in _children() if p.pid not in _children_at_start]
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leftovers = [p for p in leftovers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    if not leftovers:
+        return
+    lines = []
+    for p in leftovers:
+        try:
+            lines.append(f"  pid {p.pid}: {' '.join(p.cmdline()) or p.name()}")
+            p.kill()  # a descendant of this test session: ours to stop
+        except psutil.Error:
+            continue
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and lines:
+        reporter.write_line("tests left child processes running (now killed):", red=True)
+        for line in lines:
+            reporter.write_line(line, red=True)
+    if lines and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

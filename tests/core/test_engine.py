@@ -1,0 +1,427 @@
+"""Table-driven semantics of the engine, built with the fluent builders (Kueue's test style)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from gpuaas.core.cluster import ApplyError, Cluster
+from gpuaas.core.objects import KueueObject, Namespace, StopPolicy
+from gpuaas.core.state import Phase
+from gpuaas.testing.builders import (
+    ClusterQueueBuilder as CQ,
+)
+from gpuaas.testing.builders import (
+    WorkloadBuilder as WL,
+)
+from gpuaas.testing.builders import (
+    flavor,
+    local_queue,
+    priority_class,
+)
+
+
+@dataclass
+class Case:
+    name: str
+    setup: list[KueueObject]
+    # (time, objects to apply, keys to finish)
+    steps: list[tuple[float, list[KueueObject], list[str]]]
+    admitted: dict[str, str]  # key -> cluster queue
+    pending: set[str] = field(default_factory=set)
+    preempted: set[str] = field(default_factory=set)
+    flavors: dict[str, dict[str, str]] = field(default_factory=dict)  # key -> resource -> flavor
+    reasons: dict[str, str] = field(default_factory=dict)  # victim key -> Preempted reason
+
+
+def _two_teams(team_a_pre: dict[str, object], team_a_gpu: str = "2") -> list[KueueObject]:
+    return [
+        flavor("default-flavor"),
+        flavor("gpu-flavor"),
+        priority_class("prod", 1000),
+        priority_class("dev", 100),
+        CQ("team-a-cq")
+        .cohort("team-ab")
+        .group(("default-flavor", {"cpu": "0", "memory": "0"}))
+        .group(("gpu-flavor", {"nvidia.com/gpu": team_a_gpu}))
+        .preemption(**team_a_pre)  # type: ignore[arg-type]
+        .obj(),
+        CQ("team-b-cq")
+        .cohort("team-ab")
+        .group(("gpu-flavor", {"nvidia.com/gpu": ("0", "0")}))
+        .group(("default-flavor", {"cpu": "0", "memory": "0"}))
+        .obj(),
+        CQ("shared-cq")
+        .cohort("team-ab")
+        .group(("default-flavor", {"cpu": "10", "memory": "64Gi"}))
+        .obj(),
+        local_queue("lq", "team-a-cq", "team-a"),
+        local_queue("lq", "team-b-cq", "team-b"),
+    ]
+
+
+CASES = [
+    Case(
+        "queue-when-full-then-auto-admit",
+        [flavor("f"), CQ("cq").group(("f", {"cpu": "4"})).obj(), local_queue("lq", "cq")],
+        [
+            (0, [WL("a").request(cpu="3").obj()], []),
+            (1, [WL("b").request(cpu="3").obj()], []),
+            (2, [], ["default/a"]),
+        ],
+        admitted={"default/b": "cq"},
+    ),
+    Case(
+        "flavors-tried-in-order-second-when-first-full",
+        [
+            flavor("l4-1gpu"),
+            flavor("l4-4gpu"),
+            CQ("cq")
+            .group(("l4-1gpu", {"nvidia.com/gpu": "1"}), ("l4-4gpu", {"nvidia.com/gpu": "4"}))
+            .obj(),
+            local_queue("lq", "cq"),
+        ],
+        [
+            (0, [WL("a").request(nvidia_com_gpu="1").obj()], []),
+            (1, [WL("b").request(nvidia_com_gpu="1").obj()], []),
+        ],
+        admitted={"default/a": "cq", "default/b": "cq"},
+        flavors={
+            "default/a": {"nvidia.com/gpu": "l4-1gpu"},
+            "default/b": {"nvidia.com/gpu": "l4-4gpu"},
+        },
+    ),
+    Case(
+        "strict-fifo-head-blocks-smaller-workload",
+        [
+            flavor("f"),
+            CQ("cq").strict_fifo().group(("f", {"cpu": "4"})).obj(),
+            local_queue("lq", "cq"),
+        ],
+        [
+            (0, [WL("a").request(cpu="3").obj()], []),
+            (1, [WL("big").request(cpu="3").obj()], []),
+            (2, [WL("small").request(cpu="1").obj()], []),
+        ],
+        admitted={"default/a": "cq"},
+        pending={"default/big", "default/small"},
+    ),
+    Case(
+        "best-effort-fifo-smaller-workload-passes",
+        [flavor("f"), CQ("cq").group(("f", {"cpu": "4"})).obj(), local_queue("lq", "cq")],
+        [
+            (0, [WL("a").request(cpu="3").obj()], []),
+            (1, [WL("big").request(cpu="3").obj()], []),
+            (2, [WL("small").request(cpu="1").obj()], []),
+        ],
+        admitted={"default/a": "cq", "default/small": "cq"},
+        pending={"default/big"},
+    ),
+    Case(
+        "within-cq-lower-priority-preempted",
+        [
+            flavor("f"),
+            CQ("cq").group(("f", {"cpu": "4"})).preemption(within="LowerPriority").obj(),
+            local_queue("lq", "cq"),
+        ],
+        [
+            (0, [WL("low").priority(1).request(cpu="4").obj()], []),
+            (1, [WL("high").priority(5).request(cpu="4").obj()], []),
+        ],
+        admitted={"default/high": "cq"},
+        pending={"default/low"},
+        preempted={"default/low"},
+        reasons={"default/low": "InClusterQueue"},
+    ),
+    Case(
+        "equal-priority-never-preempted-by-lower-priority-policy",
+        [
+            flavor("f"),
+            CQ("cq").group(("f", {"cpu": "4"})).preemption(within="LowerPriority").obj(),
+            local_queue("lq", "cq"),
+        ],
+        [
+            (0, [WL("a").priority(5).request(cpu="4").obj()], []),
+            (1, [WL("b").priority(5).request(cpu="4").obj()], []),
+        ],
+        admitted={"default/a": "cq"},
+        pending={"default/b"},
+    ),
+    Case(
+        "lower-or-newer-equal-priority-evicts-newer-equal",
+        [
+            flavor("f"),
+            CQ("cq")
+            .group(("f", {"cpu": "4"}))
+            .preemption(within="LowerOrNewerEqualPriority")
+            .obj(),
+            local_queue("lq", "cq"),
+        ],
+        [
+            (0, [WL("old").priority(5).request(cpu="2").obj()], []),
+            (1, [WL("new").priority(5).request(cpu="2").obj()], []),
+            # Pending 'waiting' is older than nothing admitted: it cannot evict 'old', only 'new' if newer.
+            (2, [WL("late").priority(5).request(cpu="2").obj()], []),
+        ],
+        admitted={"default/old": "cq", "default/new": "cq"},
+        pending={"default/late"},
+    ),
+    Case(
+        "seed004-prod-reclaims-while-borrowing",
+        _two_teams(
+            {"within": "Never", "reclaim": "Any", "borrow": "LowerPriority", "threshold": 100}
+        ),
+        [
+            (0, [WL("team-b-job", "team-b").priority_class("dev").request(cpu="5").obj()], []),
+            (
+                1,
+                [
+                    WL("team-a-job", "team-a")
+                    .priority_class("prod")
+                    .request(cpu="7", nvidia_com_gpu="2")
+                    .obj()
+                ],
+                [],
+            ),
+        ],
+        admitted={"team-a/team-a-job": "team-a-cq"},
+        pending={"team-b/team-b-job"},
+        preempted={"team-b/team-b-job"},
+        reasons={"team-b/team-b-job": "InCohortReclaimWhileBorrowing"},
+    ),
+    Case(
+        "seed004-threshold-below-victim-blocks",
+        _two_teams(
+            {"within": "Never", "reclaim": "Any", "borrow": "LowerPriority", "threshold": 50}
+        ),
+        [
+            (0, [WL("team-b-job", "team-b").priority_class("dev").request(cpu="5").obj()], []),
+            (
+                1,
+                [
+                    WL("team-a-job", "team-a")
+                    .priority_class("prod")
+                    .request(cpu="7", nvidia_com_gpu="2")
+                    .obj()
+                ],
+                [],
+            ),
+        ],
+        admitted={"team-b/team-b-job": "team-b-cq"},
+        pending={"team-a/team-a-job"},
+    ),
+    Case(
+        "seed004-no-borrow-within-cohort-cannot-evict",
+        _two_teams({"within": "Never", "reclaim": "Any"}),
+        [
+            (0, [WL("team-b-job", "team-b").priority_class("dev").request(cpu="5").obj()], []),
+            (
+                1,
+                [
+                    WL("team-a-job", "team-a")
+                    .priority_class("prod")
+                    .request(cpu="7", nvidia_com_gpu="2")
+                    .obj()
+                ],
+                [],
+            ),
+        ],
+        admitted={"team-b/team-b-job": "team-b-cq"},
+        pending={"team-a/team-a-job"},
+    ),
+    Case(
+        "evicted-workload-comes-back-when-preemptor-finishes",
+        _two_teams(
+            {"within": "Never", "reclaim": "Any", "borrow": "LowerPriority", "threshold": 100}
+        ),
+        [
+            (0, [WL("team-b-job", "team-b").priority_class("dev").request(cpu="5").obj()], []),
+            (
+                1,
+                [
+                    WL("team-a-job", "team-a")
+                    .priority_class("prod")
+                    .request(cpu="7", nvidia_com_gpu="2")
+                    .obj()
+                ],
+                [],
+            ),
+            (2, [], ["team-a/team-a-job"]),
+        ],
+        admitted={"team-b/team-b-job": "team-b-cq"},
+        preempted={"team-b/team-b-job"},
+    ),
+    Case(
+        "partial-admission-min-count",
+        [flavor("f"), CQ("cq").group(("f", {"cpu": "4"})).obj(), local_queue("lq", "cq")],
+        [
+            (0, [WL("a").request(cpu="1").obj()], []),
+            (1, [WL("p").pod_set("main", 5, 2, cpu="1").obj()], []),
+        ],
+        admitted={"default/a": "cq", "default/p": "cq"},
+    ),
+    Case(
+        "namespace-selector-absent-admits-nothing",
+        [
+            flavor("f"),
+            CQ("cq").group(("f", {"cpu": "4"})).obj(),
+            local_queue("lq", "cq"),
+        ],
+        [(0, [WL("a").request(cpu="1").obj()], [])],
+        admitted={"default/a": "cq"},
+    ),
+]
+
+
+def _run(case: Case) -> Cluster:
+    c = Cluster()
+    for obj in case.setup:
+        c.apply(obj, 0)
+    for at, objs, finishes in case.steps:
+        for obj in objs:
+            c.apply(obj, at)
+        for key in finishes:
+            c.finish(key, at)
+        c.schedule(at)
+    return c
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_semantics(case: Case) -> None:
+    c = _run(case)
+    admitted = {k: w.cluster_queue for k, w in c.workloads.items() if w.phase == Phase.ADMITTED}
+    pending = {k for k, w in c.workloads.items() if w.phase == Phase.PENDING}
+    assert admitted == case.admitted
+    assert pending == case.pending
+    assert c.preempted_keys == case.preempted
+    for key, expected in case.flavors.items():
+        adm = c.workloads[key].admission
+        assert adm is not None
+        got = {r: f for ps in adm.pod_sets for r, f in ps.flavors.items()}
+        assert {r: got[r] for r in expected} == expected
+    for key, reason in case.reasons.items():
+        assert c.workloads[key].conditions["Preempted"].reason == reason
+
+
+def test_partial_admission_takes_largest_count_that_fits() -> None:
+    case = next(c for c in CASES if c.name == "partial-admission-min-count")
+    adm = _run(case).workloads["default/p"].admission
+    assert adm is not None and adm.pod_sets[0].count == 3
+
+
+def test_preemption_audit_trail_names_preemptor() -> None:
+    case = next(c for c in CASES if c.name == "seed004-prod-reclaims-while-borrowing")
+    c = _run(case)
+    victim = c.workloads["team-b/team-b-job"]
+    evicted = victim.conditions["Evicted"]
+    assert evicted.reason == "Preempted"
+    assert "team-a/team-a-job" in evicted.message
+    assert "preemptor path: /team-ab/team-a-cq" in evicted.message
+    assert victim.conditions["Requeued"].status == "True"
+    reasons = [(e.reason, e.workload, e.related) for e in c.events]
+    assert ("Preempted", "team-b/team-b-job", "team-a/team-a-job") in reasons
+    assert ("PreemptedWorkload", "team-a/team-a-job", "team-b/team-b-job") in reasons
+
+
+def test_why_pending_is_plain_words() -> None:
+    case = next(c for c in CASES if c.name == "strict-fifo-head-blocks-smaller-workload")
+    c = _run(case)
+    why = c.why_pending("default/big")
+    assert "insufficient unused quota for cpu in flavor f" in why
+    assert "position 1 of 2 in ClusterQueue cq" in why
+    assert "position 2 of 2" in c.why_pending("default/small")
+
+
+def test_namespace_mismatch_keeps_workload_pending() -> None:
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    cq = CQ("cq").group(("f", {"cpu": "4"})).obj()
+    cq.namespace_selector = None  # absent selector: Kueue admits no namespace
+    c.apply(cq, 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    c.apply(Namespace("default"), 0)
+    c.apply(WL("a").request(cpu="1").obj(), 0)
+    c.schedule(0)
+    assert c.workloads["default/a"].phase == Phase.PENDING
+    assert "namespace" in c.why_pending("default/a")
+
+
+def test_missing_flavor_makes_cq_inactive_with_warning() -> None:
+    c = Cluster()
+    c.apply(CQ("cq").group(("nope", {"cpu": "4"})).obj(), 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    c.apply(WL("a").request(cpu="1").obj(), 0)
+    c.schedule(0)
+    assert c.workloads["default/a"].phase == Phase.PENDING
+    assert any("missing ResourceFlavor" in w for w in c.warnings())
+    c.apply(flavor("nope"), 1)
+    c.schedule(1)
+    assert c.workloads["default/a"].phase == Phase.ADMITTED
+
+
+def test_hold_and_drain_evicts_without_counting_preemption() -> None:
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    c.apply(CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    c.apply(WL("a").request(cpu="1").obj(), 0)
+    c.schedule(0)
+    held = CQ("cq").group(("f", {"cpu": "4"})).obj()
+    held.stop_policy = StopPolicy.HOLD_AND_DRAIN
+    c.apply(held, 1)
+    c.schedule(1)
+    wl = c.workloads["default/a"]
+    assert wl.phase == Phase.PENDING
+    assert wl.conditions["Evicted"].reason == "ClusterQueueStopped"
+    assert c.preempted_keys == set()
+
+
+def test_deactivation_releases_quota() -> None:
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    c.apply(CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    c.apply(WL("a").request(cpu="4").obj(), 0)
+    c.apply(WL("b").request(cpu="4").obj(), 0)
+    c.schedule(0)
+    c.apply(WL("a").request(cpu="4").inactive().obj(), 1)
+    c.schedule(1)
+    assert c.workloads["default/a"].phase == Phase.INACTIVE
+    assert c.workloads["default/b"].phase == Phase.ADMITTED
+
+
+def test_admitted_pod_sets_are_immutable() -> None:
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    c.apply(CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    c.apply(WL("a").request(cpu="1").obj(), 0)
+    c.schedule(0)
+    with pytest.raises(ApplyError, match=r"spec\.podSets"):
+        c.apply(WL("a").request(cpu="2").obj(), 1)
+    assert c.workloads["default/a"].workload.pod_sets[0].requests["cpu"] == 1000
+
+
+def test_live_mode_holds_quota_until_pods_are_gone() -> None:
+    c = Cluster(instant_evictions=False)
+    for obj in _two_teams(
+        {"within": "Never", "reclaim": "Any", "borrow": "LowerPriority", "threshold": 100}
+    ):
+        c.apply(obj, 0)
+    c.apply(WL("team-b-job", "team-b").priority_class("dev").request(cpu="5").obj(), 0)
+    c.schedule(0)
+    c.apply(
+        WL("team-a-job", "team-a")
+        .priority_class("prod")
+        .request(cpu="7", nvidia_com_gpu="2")
+        .obj(),
+        1,
+    )
+    c.schedule(1)
+    assert c.workloads["team-b/team-b-job"].phase == Phase.EVICTING
+    assert c.workloads["team-a/team-a-job"].phase == Phase.PENDING
+    c.confirm_stopped("team-b/team-b-job", 2)
+    c.schedule(2)
+    assert c.workloads["team-a/team-a-job"].phase == Phase.ADMITTED
+    assert c.workloads["team-b/team-b-job"].phase == Phase.PENDING

@@ -1,0 +1,111 @@
+"""The dashboard in a real browser: login, seed 004's preemption live, tenancy, screenshots."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import apply_seed, namespace_token
+
+from gpuaas.api.testing import ServerProcess
+
+pytestmark = pytest.mark.browser
+
+VIEWPORT = {"width": 1440, "height": 900}
+
+
+def open_dashboard(browser: Any, server: ServerProcess, token: str) -> Any:
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server.url + "/")
+    page.fill("#token", token)
+    page.click("#login-submit")
+    page.wait_for_selector("#live.on", timeout=10_000)
+    return page
+
+
+def row(page: Any, key: str) -> Any:
+    return page.locator(f'tr[data-key="{key}"]')
+
+
+def test_preemption_shows_live_without_reload(
+    browser: Any, server: ServerProcess, artifacts: Path
+) -> None:
+    with server.client() as c:
+        apply_seed(c, "setup.yaml", "team-b-job.yaml")
+    page = open_dashboard(browser, server, server.admin_token)
+    page.screenshot(path=str(artifacts / "01-overview-before.png"), full_page=True)
+    page.goto(server.url + "/#/workloads")
+    b = row(page, "team-b/team-b-job")
+    b.locator(".badge.Admitted").wait_for(timeout=5_000)
+    page.evaluate("window.__sameDocument = true")  # a reload would drop this
+
+    with server.client() as c:
+        started = time.monotonic()
+        apply_seed(c, "team-a-job.yaml")
+    a = row(page, "team-a/team-a-job")
+    a.locator(".badge.Admitted").wait_for(timeout=5_000)
+    b.locator(".badge.Evicted").wait_for(timeout=5_000)
+    elapsed = time.monotonic() - started
+    page.screenshot(path=str(artifacts / "02-workloads-preempted.png"), full_page=True)
+
+    assert page.evaluate("window.__sameDocument") is True, "the page reloaded"
+    assert elapsed < 2.0, f"the page showed the preemption {elapsed:.2f}s after the request"
+    b_text = b.inner_text()
+    assert "Evicted" in b_text and "Pending" in b_text
+    assert "team-a/team-a-job" in b_text  # preempted by
+    assert "InCohortReclaimWhileBorrowing" in b_text
+    assert "insufficient unused quota" in b_text  # why pending, on the row
+    assert "Admitted" in a.inner_text()
+    banner = page.locator("#banner")
+    assert banner.is_visible()
+    assert "team-a-job" in banner.inner_text() and "team-b-job" in banner.inner_text()
+
+    page.goto(server.url + "/#/overview")
+    page.locator(".events li.preempt").first.wait_for(timeout=5_000)
+    page.screenshot(path=str(artifacts / "03-overview-after.png"), full_page=True)
+    for name in ("clusterqueues", "cohorts", "localqueues", "flavors", "gpus"):
+        page.goto(f"{server.url}/#/{name}")
+        page.wait_for_selector("main h1")
+        page.screenshot(path=str(artifacts / f"04-{name}.png"), full_page=True)
+    cq = page.evaluate("document.body.innerText")
+    assert "team-a/team-a-job" in cq  # the GPU panel names the holder
+
+    page.goto(server.url + "/#/workload/team-b/team-b-job")
+    page.locator("pre.yaml", has_text="kind: Workload").wait_for(timeout=5_000)
+    page.locator(".timeline li.preempt").first.wait_for(timeout=5_000)
+    detail = page.inner_text("main")
+    assert "Why pending" in detail and "Preempted" in detail
+    page.screenshot(path=str(artifacts / "05-workload-detail.png"), full_page=True)
+
+
+def test_namespace_token_sees_only_its_namespace(
+    browser: Any, server: ServerProcess, artifacts: Path
+) -> None:
+    with server.client() as c:
+        apply_seed(c, "setup.yaml", "team-b-job.yaml", "team-a-job.yaml")
+        token = namespace_token(c, "team-a")
+    page = open_dashboard(browser, server, token)
+    page.goto(server.url + "/#/workloads")
+    row(page, "team-a/team-a-job").wait_for(timeout=5_000)
+    assert row(page, "team-b/team-b-job").count() == 0
+    page.goto(server.url + "/#/localqueues")
+    page.wait_for_selector("main table")
+    assert "team-b" not in page.inner_text("main table")
+    page.goto(server.url + "/#/clusterqueues")  # cluster-scoped: visible to every token
+    page.locator('[data-cq="team-b-cq"]').wait_for(timeout=5_000)
+    page.goto(server.url + "/#/workload/team-b/team-b-job")
+    page.wait_for_selector("main h1")
+    assert "may not get workloads in namespace team-b" in page.inner_text("main")
+    page.screenshot(path=str(artifacts / "06-namespace-token.png"), full_page=True)
+    assert "team-a" in page.inner_text("#who")
+
+
+def test_bad_token_is_refused_at_login(browser: Any, server: ServerProcess) -> None:
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server.url + "/")
+    page.fill("#token", "not-a-token")
+    page.click("#login-submit")
+    page.locator("#login-error", has_text="unknown token").wait_for(timeout=5_000)
+    assert page.locator("#login").is_visible()

@@ -1,0 +1,325 @@
+"""The engine with the local runtime attached, in-process on SQLite, with real processes.
+
+Admitted Jobs really run (logs, GPU pinning, env); a preemption stops the victim's processes and
+the preemptor starts only once they are gone (quota waits for the stop); exits finish workloads;
+deletion stops pods; a restart re-adopts live pods and requeues workloads whose pods died.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gpuaas.core.state import Phase
+from gpuaas.engine.engine import Engine
+from gpuaas.engine.kinds import BY_KIND
+from gpuaas.engine.runtime_bridge import RuntimeBridge
+from gpuaas.inventory import parse_fake_gpus
+from gpuaas.runtimes import LocalRuntime
+from gpuaas.store import open_store
+
+JOB = BY_KIND["Job"]
+
+
+class Node:
+    """One engine + bridge + runtime over a data dir; ``restart`` drops them without stopping."""
+
+    def __init__(self, root: Path, gpus: str = "4") -> None:
+        self.root, self.gpus = root, gpus
+        self.engine: Engine
+        self.bridge: RuntimeBridge
+        self.adopted: list[str] = []
+        self._open()
+
+    def _open(self) -> None:
+        self.store = open_store(f"sqlite:///{self.root / 'gpuaas.db'}")
+        self.engine = Engine(self.store, live_runtime=True)
+        self.bridge = RuntimeBridge(LocalRuntime(self.root / "runtime", parse_fake_gpus(self.gpus)))
+        self.adopted = self.bridge.attach(self.engine)
+
+    def crash(self) -> None:
+        """The server dies: its pods keep running, nobody watches them."""
+        self.engine.close()
+        self.store.close()
+
+    def restart(self) -> None:
+        self.crash()
+        self._open()
+
+    def close(self) -> None:
+        self.bridge.shutdown(grace_seconds=0)
+        self.engine.close()
+        self.store.close()
+
+    def phase(self, key: str) -> Phase | None:
+        st = self.engine.cluster.workloads.get(key)
+        return None if st is None else st.phase
+
+    def pods(self, key: str) -> list[Any]:
+        run = self.bridge.runs().get(key)
+        return list(run.pods) if run else []
+
+    def until(self, what: Callable[[], object], timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.engine.poll_observers()
+            got = what()
+            if got:
+                return got
+            time.sleep(0.02)
+        raise AssertionError(f"timed out after {timeout}s; events: {self.reasons()}")
+
+    def reasons(self, key: str | None = None) -> list[str]:
+        self.engine.committer.submit([]).result(timeout=10)  # what was decided is stored
+        return [
+            e.reason for e in self.engine.events() if key is None or e.object == f"Workload {key}"
+        ]
+
+    def logs(self, key: str) -> list[str]:
+        return list(self.bridge.logs(key, None, follow=False))
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    n = Node(tmp_path)
+    try:
+        _setup(n.engine)
+        yield n
+    finally:
+        n.close()
+
+
+def _setup(e: Engine) -> None:
+    e.create(BY_KIND["Namespace"], None, {"metadata": {"name": "ns"}})
+    e.create(BY_KIND["ResourceFlavor"], None, {"metadata": {"name": "rf"}})
+    for name, value in (("low", 10), ("high", 1000)):
+        e.create(
+            BY_KIND["WorkloadPriorityClass"], None, {"metadata": {"name": name}, "value": value}
+        )
+    quotas = [{"name": "cpu", "nominalQuota": 4}, {"name": "nvidia.com/gpu", "nominalQuota": 4}]
+    e.create(
+        BY_KIND["ClusterQueue"],
+        None,
+        {
+            "metadata": {"name": "cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "nvidia.com/gpu"],
+                        "flavors": [{"name": "rf", "resources": quotas}],
+                    }
+                ],
+            },
+        },
+    )
+    e.create(
+        BY_KIND["LocalQueue"], "ns", {"metadata": {"name": "lq"}, "spec": {"clusterQueue": "cq"}}
+    )
+
+
+def job(
+    name: str,
+    script: str,
+    *,
+    gpus: int = 0,
+    cpu: str = "1",
+    priority: str = "low",
+    grace: float = 1,
+    backoff: int | None = None,
+) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": cpu}
+    if gpus:
+        requests["nvidia.com/gpu"] = gpus
+    spec: dict[str, Any] = {
+        "template": {
+            "spec": {
+                "terminationGracePeriodSeconds": grace,
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "command": ["sh", "-c", script],
+                        "resources": {"requests": requests},
+                    }
+                ],
+            }
+        }
+    }
+    if backoff is not None:
+        spec["backoffLimit"] = backoff
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "lq",
+                "kueue.x-k8s.io/priority-class": priority,
+            },
+        },
+        "spec": spec,
+    }
+
+
+ECHO_ENV = 'echo "hi $GPUAAS_WORKLOAD gpus=$CUDA_VISIBLE_DEVICES"; sleep 30'
+
+
+def test_admitted_job_runs_pinned_with_logs(node: Node) -> None:
+    node.engine.create(JOB, "ns", job("a", ECHO_ENV, gpus=2))
+    assert node.phase("ns/a") == Phase.ADMITTED
+    pods = node.until(lambda: node.pods("ns/a"))
+    assert pods[0].gpus == (0, 1) and psutil.pid_exists(pods[0].pid)
+    assert node.until(lambda: node.logs("ns/a")) == ["hi ns/a gpus=0,1"]
+    assert "Started" in node.reasons("ns/a")
+
+
+def test_preemption_stops_the_victim_before_the_preemptor_starts(node: Node) -> None:
+    # The victim takes 0.4 s to exit after SIGTERM: the quota must stay held until then.
+    victim_script = 'trap "echo term; sleep 0.4; exit 0" TERM; echo hi; sleep 30 & wait'
+    node.engine.create(JOB, "ns", job("dev", victim_script, gpus=4, cpu="3"))
+    victim = node.until(lambda: node.pods("ns/dev"))[0]
+    node.until(lambda: node.logs("ns/dev") == ["hi"])
+
+    node.engine.create(JOB, "ns", job("prod", ECHO_ENV, gpus=2, cpu="2", priority="high"))
+    assert node.phase("ns/dev") == Phase.EVICTING
+    assert node.phase("ns/prod") == Phase.PENDING  # quota not released while dev's pods live
+    assert psutil.pid_exists(victim.pid)
+    prod = node.until(lambda: node.pods("ns/prod"))[0]
+    assert not psutil.pid_exists(victim.pid)
+    assert node.logs("ns/dev") == ["hi", "term"]
+    assert node.phase("ns/dev") == Phase.PENDING and node.phase("ns/prod") == Phase.ADMITTED
+    assert prod.gpus == (0, 1)
+    dev_reasons = node.reasons("ns/dev")
+    assert dev_reasons.index("Preempted") < dev_reasons.index("Stopped")
+    assert dev_reasons.index("Stopped") < dev_reasons.index("Requeued")
+    node.reasons()
+    trail = [(e.object, e.reason) for e in node.engine.events()]
+    assert trail.index(("Workload ns/dev", "Stopped")) < trail.index(
+        ("Workload ns/prod", "Started")
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "backoff", "outcome", "runs"),
+    [
+        ("echo ok", None, "Succeeded", 1),
+        ("echo try; exit 3", 1, "Failed", 2),
+        ("echo try; exit 3", 0, "Failed", 1),
+    ],
+    ids=["exit 0 succeeds", "exit 3 retried once then fails", "backoffLimit 0"],
+)
+def test_exits_finish_the_workload(
+    node: Node, script: str, backoff: int | None, outcome: str, runs: int
+) -> None:
+    node.engine.create(JOB, "ns", job("j", script, backoff=backoff))
+    node.until(lambda: node.phase("ns/j") == Phase.FINISHED)
+    st = node.engine.cluster.workloads["ns/j"]
+    assert st.conditions["Finished"].reason == outcome
+    assert node.engine.cluster.cluster_queue_usage("cq") == {}
+    assert len(node.logs("ns/j")) == runs
+
+
+def test_finishing_admits_the_next_workload(node: Node) -> None:
+    node.engine.create(JOB, "ns", job("first", "sleep 0.3", gpus=4))
+    node.engine.create(JOB, "ns", job("second", "echo second; sleep 30", gpus=4))
+    assert node.phase("ns/second") == Phase.PENDING
+    node.until(lambda: node.pods("ns/second"))
+    assert node.phase("ns/first") == Phase.FINISHED
+    assert node.until(lambda: node.logs("ns/second")) == ["second"]
+
+
+def test_deleting_a_job_stops_its_pods_and_forgets_them(node: Node) -> None:
+    node.engine.create(JOB, "ns", job("a", "sleep 30"))
+    pid = node.until(lambda: node.pods("ns/a"))[0].pid
+    node.engine.delete(JOB, "ns", "a")
+    node.until(lambda: not node.pods("ns/a"))
+    assert not psutil.pid_exists(pid)
+    node.until(lambda: not (node.root / "runtime" / "workloads" / "ns" / "a").exists(), 2)
+
+
+def test_pods_wait_for_gpus_the_node_lacks(tmp_path: Path) -> None:
+    n = Node(tmp_path, gpus="1")
+    try:
+        _setup(n.engine)
+        n.engine.create(JOB, "ns", job("big", "sleep 30", gpus=2))
+        n.until(lambda: "FailedScheduling" in n.reasons("ns/big"))
+        assert n.phase("ns/big") == Phase.ADMITTED and n.pods("ns/big") == []
+    finally:
+        n.close()
+
+
+def test_restart_readopts_live_pods_and_requeues_lost_ones(node: Node) -> None:
+    script = "echo run $GPUAAS_RESTART_COUNT retry $GPUAAS_POD_RETRY; sleep 30"
+    for name in ("live", "killed", "lost"):
+        node.engine.create(JOB, "ns", job(name, script))
+    pods = {k: node.until(lambda k=k: node.pods(f"ns/{k}"))[0] for k in ("live", "killed", "lost")}
+    node.until(lambda: node.logs("ns/lost") == ["run 0 retry 0"])
+    node.crash()
+    # While no server runs, two pods die; the records of one are lost with it.
+    for name in ("killed", "lost"):
+        os.killpg(pods[name].pid, signal.SIGKILL)
+        psutil.Process(pods[name].pid).wait(5)
+    for path in sorted((node.root / "runtime" / "workloads" / "ns" / "lost").rglob("*.json")):
+        path.unlink()
+    node._open()
+    assert node.adopted == ["ns/killed", "ns/live"]
+    assert node.pods("ns/live")[0].pid == pods["live"].pid  # the same process, not a second one
+    assert node.phase("ns/live") == Phase.ADMITTED
+    # killed: a pod failure, retried within the Job's backoffLimit, as Kubernetes would
+    node.until(lambda: node.logs("ns/killed") == ["run 0 retry 0", "run 0 retry 1"])
+    assert "PodFailed" in node.reasons("ns/killed")
+    # lost: nothing knows its pods any more, so the workload is requeued and runs anew
+    assert {"EvictedDueToPodsLost", "Requeued"} <= set(node.reasons("ns/lost"))
+    new = node.until(lambda: node.pods("ns/lost"))[0]
+    assert new.pid != pods["lost"].pid and node.phase("ns/lost") == Phase.ADMITTED
+    running = [p for p in psutil.process_iter(["environ"]) if _workload(p) == "ns/live"]
+    assert {p.pid for p in running} == {pods["live"].pid} | {c.pid for c in _kids(pods["live"].pid)}
+
+
+def _kids(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _workload(p: psutil.Process) -> str | None:
+    try:
+        env = p.info.get("environ") or {}
+    except psutil.Error:
+        return None
+    return env.get("GPUAAS_WORKLOAD")
+
+
+def test_restart_stops_pods_of_workloads_that_are_gone(node: Node) -> None:
+    node.engine.create(JOB, "ns", job("a", "sleep 30"))
+    pid = node.until(lambda: node.pods("ns/a"))[0].pid
+    node.crash()
+    store = open_store(f"sqlite:///{node.root / 'gpuaas.db'}")
+    engine = Engine(store)  # an admission-only server deletes the job meanwhile
+    engine.delete(JOB, "ns", "a")
+    engine.close()
+    store.close()
+    node._open()
+    assert node.adopted == ["ns/a"]
+    node.until(lambda: not node.pods("ns/a"))
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_attach_needs_a_live_runtime_engine(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'db'}")
+    engine = Engine(store)
+    try:
+        with pytest.raises(ValueError, match="live_runtime"):
+            RuntimeBridge(LocalRuntime(tmp_path / "rt")).attach(engine)
+    finally:
+        engine.close()
+        store.close()

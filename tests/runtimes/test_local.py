@@ -1,0 +1,245 @@
+"""The local runtime with real processes: environment, exits, retries, stops, logs, limits."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from runtime_helpers import MakeRuntime, wait_for
+
+from gpuaas.runtimes.base import (
+    AlreadyRunning,
+    EventKind,
+    NotEnoughGpus,
+    PodSpec,
+    RuntimeRequestError,
+)
+from gpuaas.runtimes.local import LocalRuntime
+
+ENV_DUMP = (
+    "sh",
+    "-c",
+    'echo "$CUDA_VISIBLE_DEVICES|$NVIDIA_VISIBLE_DEVICES|$GPUAAS_WORKLOAD|$GPUAAS_POD|'
+    '$GPUAAS_RESTART_COUNT|$GREETING|$(pwd)"',
+)
+
+
+def sh(script: str, name: str = "p-0", **kwargs: object) -> PodSpec:
+    return PodSpec(name, ("sh", "-c", script), **kwargs)  # type: ignore[arg-type]
+
+
+def test_pod_environment_and_success(runtime: LocalRuntime, tmp_path: Path) -> None:
+    pods = [
+        PodSpec("j-0", ENV_DUMP, env=(("GREETING", "hi"),), gpus=2, working_dir=str(tmp_path)),
+        PodSpec("j-1", ENV_DUMP, gpus=0),
+    ]
+    runtime.start("team-a/j", pods)
+    wait_for(runtime, EventKind.SUCCEEDED, "team-a/j")
+    lines = sorted(runtime.logs("team-a/j"))
+    uuids = "GPU-fake-0000-0000-0000-000000000000,GPU-fake-0001-0000-0000-000000000000"
+    assert lines == [
+        f"[j-0] 0,1|{uuids}|team-a/j|j-0|0|hi|{tmp_path}",
+        f"[j-1] |void|team-a/j|j-1|0||{Path.cwd()}",
+    ]
+    assert runtime.running() == {} and runtime.gpu_owners() == {}
+
+
+def test_pod_env_cannot_override_gpu_pinning(runtime: LocalRuntime) -> None:
+    pod = PodSpec("p-0", ENV_DUMP, env=(("CUDA_VISIBLE_DEVICES", "0,1,2,3"),), gpus=1)
+    runtime.start("ns/w", [pod])
+    wait_for(runtime, EventKind.SUCCEEDED, "ns/w")
+    assert next(iter(runtime.logs("ns/w"))).startswith("0|GPU-fake-0000")
+
+
+def test_backoff_limit_retries_then_fails(runtime: LocalRuntime) -> None:
+    runtime.start("ns/flaky", [sh("echo try $GPUAAS_POD_RETRY; exit 3")], backoff_limit=2)
+    failed, seen = wait_for(runtime, EventKind.FAILED, "ns/flaky")
+    kinds = [e.kind for e in seen if e.workload == "ns/flaky"]
+    assert kinds.count(EventKind.POD_RESTARTED) == 2
+    assert [e.exit_code for e in seen if e.kind == EventKind.POD_FAILED] == [3, 3, 3]
+    assert list(runtime.logs("ns/flaky")) == ["try 0", "try 1", "try 2"]
+    assert "3 failure(s)" in failed.message
+
+
+def test_retry_succeeds_within_backoff_limit(runtime: LocalRuntime, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    script = f"[ -e {marker} ] && exit 0; touch {marker}; exit 1"
+    runtime.start("ns/second-time", [sh(script)], backoff_limit=1)
+    _, seen = wait_for(runtime, EventKind.SUCCEEDED, "ns/second-time")
+    assert [e.kind for e in seen].count(EventKind.POD_RESTARTED) == 1
+
+
+def test_failure_past_backoff_stops_the_other_pods(runtime: LocalRuntime) -> None:
+    pods = [sh("exit 1", "w-0"), PodSpec("w-1", ("sleep", "30"), termination_grace_seconds=1)]
+    runtime.start("ns/w", pods, backoff_limit=0)
+    started = time.monotonic()
+    failed, _ = wait_for(runtime, EventKind.FAILED, "ns/w")
+    assert time.monotonic() - started < 6
+    assert "143" in failed.message  # the sleeper got SIGTERM
+
+
+def test_stop_ignoring_sigterm_is_killed_after_grace(runtime: LocalRuntime) -> None:
+    stubborn = sh("trap '' TERM; echo ready; sleep 30", "s-0", termination_grace_seconds=1.0)
+    polite = PodSpec("p-0", ("sleep", "30"), termination_grace_seconds=20.0)
+    runtime.start("ns/stubborn", [stubborn])
+    runtime.start("ns/polite", [polite])
+    _wait_log(runtime, "ns/stubborn", "ready")
+    started = time.monotonic()
+    assert runtime.stop("ns/stubborn") and runtime.stop("ns/polite")
+    assert runtime.running()["ns/stubborn"].pods[0].phase == "Terminating"
+    wait_for(runtime, EventKind.STOPPED, "ns/polite")
+    polite_s = time.monotonic() - started
+    wait_for(runtime, EventKind.STOPPED, "ns/stubborn")
+    stubborn_s = time.monotonic() - started
+    assert polite_s < 3.0, "a pod that exits on SIGTERM stops at once, not after its grace"
+    assert 0.9 <= stubborn_s < 6.0, "SIGKILL comes after terminationGracePeriodSeconds"
+    assert runtime.gpu_owners() == {}
+
+
+def test_stop_kills_what_outlives_the_leader_before_saying_stopped(runtime: LocalRuntime) -> None:
+    # The child ignores SIGTERM, the pod's main process exits on it. As when a container's main
+    # process exits, the rest is killed; Stopped comes only once the child is gone too.
+    script = "(trap '' TERM; exec sleep 30) & echo $! > child.pid; wait"
+    workdir = str(runtime._dir.root)
+    pod = PodSpec(
+        "t-0", ("sh", "-c", script), gpus=1, termination_grace_seconds=30.0, working_dir=workdir
+    )
+    runtime.start("ns/tree", [pod])
+    pid_file = runtime._dir.root / "child.pid"
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    started = time.monotonic()
+    runtime.stop("ns/tree")
+    while True:
+        events = runtime.poll()
+        alive = psutil.pid_exists(child) and psutil.Process(child).status() != "zombie"
+        if any(e.kind == EventKind.STOPPED for e in events):
+            assert not alive, "Stopped while a process of the pod was still alive"
+            break
+        if alive:
+            assert runtime.gpu_owners() == {0: ("ns/tree", "t-0")}
+        assert time.monotonic() - started < 5, "the leftover child was not killed"
+        time.sleep(0.01)
+    assert runtime.gpu_owners() == {}
+
+
+def test_stop_with_grace_zero_kills_at_once(runtime: LocalRuntime) -> None:
+    runtime.start("ns/w", [sh("trap '' TERM; sleep 30", termination_grace_seconds=30)])
+    started = time.monotonic()
+    runtime.stop("ns/w", grace_seconds=0)
+    wait_for(runtime, EventKind.STOPPED, "ns/w")
+    assert time.monotonic() - started < 5.0
+
+
+def test_requeue_increments_restart_count(runtime: LocalRuntime) -> None:
+    pod = PodSpec(
+        "p-0",
+        ("sh", "-c", "echo restart=$GPUAAS_RESTART_COUNT; exec sleep 30"),
+        termination_grace_seconds=1,
+    )
+    for expected in range(3):
+        runtime.start("ns/w", [pod])
+        _wait_log(runtime, "ns/w", f"restart={expected}")
+        assert runtime.running()["ns/w"].restart_count == expected
+        runtime.stop("ns/w")
+        wait_for(runtime, EventKind.STOPPED, "ns/w")
+    runtime.start("ns/w", [pod], restart_count=7)
+    _wait_log(runtime, "ns/w", "restart=7")
+
+
+def test_logs_follow_streams_until_the_pod_ends(runtime: LocalRuntime) -> None:
+    runtime.start("ns/w", [sh("for i in 1 2 3; do echo line $i; sleep 0.2; done")])
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(runtime.logs("ns/w", follow=True)))
+    reader.start()
+    time.sleep(0.1)
+    assert got == ["line 1"] or got == []  # follow started while the pod still runs
+    wait_for(runtime, EventKind.SUCCEEDED, "ns/w")
+    reader.join(timeout=5)
+    assert not reader.is_alive()
+    assert got == ["line 1", "line 2", "line 3"]
+    assert list(runtime.logs("ns/w", pod="p-0")) == got
+    with pytest.raises(RuntimeRequestError, match="no pod 'nope'"):
+        list(runtime.logs("ns/w", pod="nope"))
+
+
+def test_stderr_is_captured_with_stdout(runtime: LocalRuntime) -> None:
+    runtime.start("ns/w", [sh("echo out; echo err >&2; exit 0")])
+    wait_for(runtime, EventKind.SUCCEEDED, "ns/w")
+    assert list(runtime.logs("ns/w")) == ["out", "err"]
+
+
+def test_missing_command_fails_like_a_container(runtime: LocalRuntime) -> None:
+    runtime.start("ns/w", [PodSpec("p-0", ("no-such-command-gpuaas",))], backoff_limit=0)
+    _, seen = wait_for(runtime, EventKind.FAILED, "ns/w")
+    assert [e.exit_code for e in seen if e.kind == EventKind.POD_FAILED] == [127]
+
+
+@pytest.mark.parametrize(
+    ("key", "pods", "error", "match"),
+    [
+        ("nokey", [PodSpec("a", ("true",))], RuntimeRequestError, "namespace/name"),
+        ("ns/w", [], RuntimeRequestError, "no pods"),
+        ("ns/w", [PodSpec("a", ("true",)), PodSpec("a", ("true",))], RuntimeRequestError, "unique"),
+        (
+            "ns/w",
+            [PodSpec("a", ("true",), working_dir="/no/such/dir")],
+            RuntimeRequestError,
+            "workingDir /no/such/dir",
+        ),
+        (
+            "ns/w",
+            [PodSpec("a", ("true",), gpus=3), PodSpec("b", ("true",), gpus=2)],
+            NotEnoughGpus,
+            "request 5 GPU",
+        ),
+    ],
+)
+def test_start_refuses_and_takes_nothing(
+    runtime: LocalRuntime, key: str, pods: list[PodSpec], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        runtime.start(key, pods)
+    assert runtime.running() == {} and runtime.gpu_owners() == {}
+
+
+def test_no_workload_runs_twice(runtime: LocalRuntime) -> None:
+    runtime.start("ns/w", [PodSpec("p-0", ("sleep", "30"))])
+    with pytest.raises(AlreadyRunning, match="ns/w"):
+        runtime.start("ns/w", [PodSpec("p-0", ("sleep", "30"))])
+
+
+def test_limits_are_reported(make_runtime: MakeRuntime) -> None:
+    runtime = make_runtime()
+    if not runtime.limits.enforced:
+        assert runtime.limits.note.startswith("limits not enforced: ")
+    off = make_runtime(root=runtime._dir.root.parent / "other", enforce_limits=False)
+    assert off.limits.note == "limits not enforced: disabled by configuration"
+
+
+def test_shutdown_leaves_nothing(make_runtime: MakeRuntime) -> None:
+    runtime = make_runtime()
+    for i in range(3):
+        runtime.start(f"ns/w{i}", [PodSpec("p-0", ("sleep", "30"), gpus=1)])
+    pids = [p.pid for run in runtime.running().values() for p in run.pods]
+    runtime.shutdown(grace_seconds=1)
+    assert runtime.running() == {} and runtime.gpu_owners() == {}
+    assert not [p for p in pids if p and psutil.pid_exists(p)]
+    assert os.listdir(runtime._dir.pods_dir("ns/w0")) == []
+
+
+def _wait_log(runtime: LocalRuntime, key: str, text: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(text in line for line in runtime.logs(key)):
+            return
+        runtime.poll()
+        time.sleep(0.02)
+    raise AssertionError(f"{text!r} not in the logs of {key}: {list(runtime.logs(key))}")
