@@ -525,8 +525,12 @@ class Cluster:
     def restore_admission(
         self, workload: Workload, admission: Admission, admitted_at: float, now: float
     ) -> None:
-        """Re-establish an admitted workload after a restart, on the same flavors."""
-        self.life.apply_workload(workload, admitted_at)
+        """Re-establish an admitted workload after a restart, on the same flavors.
+
+        ``now`` is the workload's original creation time (its place in queue order if it is
+        ever requeued); ``admitted_at`` its last QuotaReserved transition.
+        """
+        self.life.apply_workload(workload, now)
         wl = self.workloads[workload.key]
         if wl.phase != Phase.PENDING:
             return

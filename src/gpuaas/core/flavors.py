@@ -24,6 +24,7 @@ from gpuaas.core.objects import (
     ResourceFlavor,
     ResourceGroup,
 )
+from gpuaas.core.quantity import format_quantity
 from gpuaas.core.quota import QuotaNode, lowest_subtree_that_fits
 
 MAX_BORROW = 1 << 30
@@ -317,7 +318,8 @@ class FlavorAssigner:
             return (
                 PMode.NO_FIT,
                 0,
-                f"insufficient quota for {res} in flavor {flavor}, request > maximum capacity",
+                f"insufficient quota for {res} in flavor {flavor}, request "
+                f"({format_quantity(val, res)}) > maximum capacity ({format_quantity(max_capacity, res)})",
             )
         borrow, may_reclaim = lowest_subtree_that_fits(node, fr, val)
         if val <= available:
