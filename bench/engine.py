@@ -196,10 +196,10 @@ def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
     preemption_mod.ClassicalPreemption.targets = timed_targets  # type: ignore[method-assign]
     try:
         seen: list[Any] = []
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         scenario = parse_scenario(doc, "<bench>")
         outcome = runner.run_scenario(scenario, on_step=lambda _s, c: seen.append(c))
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         scheduler_mod.Scheduler.cycle = orig_cycle  # type: ignore[method-assign]
         preemption_mod.ClassicalPreemption.targets = orig_targets  # type: ignore[method-assign]
@@ -209,6 +209,7 @@ def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
         "workloads": len(cluster.workloads),
         "passed": outcome.passed,
         "wall_s": wall,
+        "cpu_s": cpu,
         "admissions": admissions,
         "admissions_per_s": admissions / wall if wall else 0.0,
         "engine_s": sum(cycle_times),
@@ -260,7 +261,8 @@ def main() -> None:
             r = run_in_process(doc)
             results.append(r)
             print(
-                f"{shape} x{scale:g}: {r['workloads']} workloads, wall {r['wall_s']:.2f} s, "
+                f"{shape} x{scale:g}: {r['workloads']} workloads, wall {r['wall_s']:.2f} s "
+                f"(cpu {r['cpu_s']:.2f} s), "
                 f"{r['admissions']} admissions ({r['admissions_per_s']:,.0f}/s of wall time, "
                 f"{r['admissions_per_engine_s']:,.0f}/s of scheduling-cycle time), "
                 f"{r['preemptions']} preempted ({r['evictions']} evictions), "

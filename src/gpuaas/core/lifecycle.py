@@ -76,7 +76,6 @@ class Lifecycle:
                 wl.phase = Phase.INACTIVE
                 return
             self.c._push(wl)
-            self._event(now, "Normal", "Created", wl, f"Created Workload {w.key} ({w.kind})")
             return
         self.c.version += 1
         if old.phase in (Phase.ADMITTED, Phase.EVICTING):

@@ -43,6 +43,13 @@ class Entry:
     preempting: bool = False
 
 
+_SearchKey = tuple[frozenset[FlavorResource], frozenset[tuple[FlavorResource, int]]]
+
+
+def _search_key(frs: set[FlavorResource], usage: dict[FlavorResource, int]) -> _SearchKey:
+    return frozenset(frs), frozenset(usage.items())
+
+
 class Scheduler:
     """Runs cycles against a Cluster's state; the Cluster records the outcomes."""
 
@@ -50,12 +57,15 @@ class Scheduler:
         self.c = cluster
 
     # --- assignment ----------------------------------------------------------------------
-    def _oracle(self, state: WorkloadState, cq: CQState, now: float):  # type: ignore[no-untyped-def]
+    def _oracle(  # type: ignore[no-untyped-def]
+        self, state: WorkloadState, cq: CQState, now: float, memo: dict[_SearchKey, list[Target]]
+    ):
         search = self.c.preemption_search()
 
         def oracle(fr: FlavorResource, val: int) -> tuple[PMode, int]:
             p = Preemptor(state, cq, {fr}, {fr: val}, now)
             targets = search.targets(p)
+            memo[_search_key(p.frs, p.usage)] = targets
             if not targets:
                 return PMode.NO_CANDIDATES, lowest_subtree_that_fits(cq.node, fr, val)[0]
             for t in targets:
@@ -74,13 +84,17 @@ class Scheduler:
     ) -> tuple[Assignment, list[Target]]:
         if state.last_tried is not None and state.last_generation < cq.generation:
             state.last_tried = None
+        # The oracle's single-resource searches and the final target search run on the same,
+        # unchanged tree during nomination: the same question gets the same answer, so a
+        # workload needing one FlavorResource reuses the oracle's search instead of repeating it.
+        memo: dict[_SearchKey, list[Target]] = {}
         assigner = FlavorAssigner(
             state.workload.pod_sets,
             cq.spec,
             cq.node,
             cq.rg_by_resource,
             self.c.flavors,
-            self._oracle(state, cq, now),
+            self._oracle(state, cq, now, memo),
             self.c.config.fair_sharing,
             state.last_tried,
         )
@@ -89,7 +103,7 @@ class Scheduler:
         if mode == Mode.FIT:
             return full, []
         if mode == Mode.PREEMPT:
-            targets = self._targets(state, cq, full, now)
+            targets = self._targets(state, cq, full, now, memo)
             if targets:
                 return full, targets
         if any(
@@ -102,7 +116,7 @@ class Scheduler:
                 if m == Mode.FIT:
                     return a, []
                 if m == Mode.PREEMPT:
-                    t = self._targets(state, cq, a, now)
+                    t = self._targets(state, cq, a, now, memo)
                     if t:
                         return a, t
                 return None
@@ -113,9 +127,17 @@ class Scheduler:
         return full, []
 
     def _targets(
-        self, state: WorkloadState, cq: CQState, a: Assignment, now: float
+        self,
+        state: WorkloadState,
+        cq: CQState,
+        a: Assignment,
+        now: float,
+        memo: dict[_SearchKey, list[Target]],
     ) -> list[Target]:
         p = Preemptor(state, cq, a.frs_needing_preemption(), dict(a.usage), now)
+        cached = memo.get(_search_key(p.frs, p.usage))
+        if cached is not None:
+            return cached
         return self.c.preemption_search().targets(p)
 
     # --- the cycle -------------------------------------------------------------------------
