@@ -165,12 +165,12 @@ def _pct(values: list[float], p: float) -> float:
 
 def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
     """Run the scenario through the runner with timing wrappers around the engine."""
+    import gc
+
     from gpuaas.core import preemption as preemption_mod
     from gpuaas.core import scheduler as scheduler_mod
     from gpuaas.sim import runner
     from gpuaas.sim.scenario import parse_scenario
-
-    import gc
 
     gc.set_threshold(200_000, 50, 1000)  # as `gpuaas scenario run` does
     cycle_times: list[float] = []

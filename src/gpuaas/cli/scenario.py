@@ -8,7 +8,6 @@ running and checking live in ``gpuaas.sim``; nothing here decides or compares.
 from __future__ import annotations
 
 import gc
-
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
