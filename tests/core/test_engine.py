@@ -425,3 +425,21 @@ def test_live_mode_holds_quota_until_pods_are_gone() -> None:
     c.schedule(2)
     assert c.workloads["team-a/team-a-job"].phase == Phase.ADMITTED
     assert c.workloads["team-b/team-b-job"].phase == Phase.PENDING
+
+
+def test_min_runtime_protects_then_preemption_happens_when_it_runs_out() -> None:
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    cq = CQ("cq").group(("f", {"cpu": "4"})).preemption(within="LowerPriority").obj()
+    cq.min_runtime_seconds = 30
+    c.apply(cq, 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    c.apply(WL("young").priority(1).request(cpu="4").obj(), 0)
+    c.schedule(0)
+    c.apply(WL("prod").priority(9).request(cpu="4").obj(), 10)
+    c.schedule(10)
+    assert c.workloads["default/young"].phase == Phase.ADMITTED  # protected until t=30
+    assert c.next_wakeup() == 30
+    c.schedule(30)
+    assert c.workloads["default/prod"].phase == Phase.ADMITTED
+    assert c.preempted_keys == {"default/young"}

@@ -323,3 +323,21 @@ def test_attach_needs_a_live_runtime_engine(tmp_path: Path) -> None:
     finally:
         engine.close()
         store.close()
+
+
+def test_min_runtime_protects_a_young_workload(node: Node) -> None:
+    cq = node.engine.get(BY_KIND["ClusterQueue"], None, "cq")
+    cq["metadata"]["annotations"] = {"gpuaas.dev/min-runtime-seconds": "1"}
+    node.engine.replace(BY_KIND["ClusterQueue"], None, "cq", cq)
+    node.engine.create(JOB, "ns", job("young", "sleep 30", gpus=4))
+    node.until(lambda: node.pods("ns/young"))
+    node.engine.create(JOB, "ns", job("prod", "sleep 30", gpus=4, priority="high"))
+    assert node.phase("ns/young") == Phase.ADMITTED  # too young to be preempted
+    assert node.phase("ns/prod") == Phase.PENDING
+
+    def tick_until_preempted() -> bool:
+        node.engine.tick()  # the once-a-second scheduling pass retries the pending preemptor
+        return node.phase("ns/young") != Phase.ADMITTED
+
+    node.until(tick_until_preempted, timeout=5)
+    node.until(lambda: node.pods("ns/prod"))

@@ -97,7 +97,11 @@ def workload(
         ],
     }
     if priority is not None:
-        spec |= {"priorityClassName": priority[0], "priority": priority[1]}
+        spec |= {
+            "priorityClassName": priority[0],
+            "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass",
+            "priority": priority[1],
+        }
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta1",
         "kind": "Workload",

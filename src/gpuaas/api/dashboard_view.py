@@ -23,8 +23,10 @@ from gpuaas.core.cluster import Cluster
 from gpuaas.core.objects import ClusterQueue, ResourceGroup
 from gpuaas.core.quantity import format_quantity
 from gpuaas.core.state import Phase, WorkloadState
+from gpuaas.engine import telemetry_bridge
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.kinds import BY_KIND
+from gpuaas.engine.telemetry_view import holders
 from gpuaas.store import EventRecord
 
 JsonDoc = dict[str, Any]
@@ -47,20 +49,20 @@ class UsageHistory:
     def sample(self, engine: Engine, now: float | None = None) -> None:
         with engine._lock:  # the engine mutates the Cluster under this lock
             cluster = engine.cluster
-            point = {
-                name: {
-                    **dict.fromkeys(_nominal_by_resource(cq.spec.resource_groups), 0),
-                    **_usage_by_resource(cluster, name),
-                }
-                for name, cq in cluster.cqs.items()
-            }
+            point = {name: usage_point(cluster, name) for name in cluster.cqs}
         with self._lock:
             self._samples.append((time.time() if now is None else now, point))
 
-    def series(self, cq: str) -> JsonDoc:
-        """``{"t": [...], "resources": {res: [...]}}`` for one ClusterQueue, oldest first."""
+    def series(self, cq: str, now: tuple[float, dict[str, int]] | None = None) -> JsonDoc:
+        """``{"t": [...], "resources": {res: [...]}}`` for one ClusterQueue, oldest first.
+
+        ``now`` (time, usage) is appended as the newest point, so a sparkline never lags the
+        bars next to it while the sampler catches up.
+        """
         with self._lock:
             samples = list(self._samples)
+        if now is not None:
+            samples.append((now[0], {cq: now[1]}))
         resources = sorted({r for _, p in samples for r in p.get(cq, {})})
         return {
             "t": [round(t, 3) for t, _ in samples],
@@ -73,6 +75,15 @@ def _usage_by_resource(cluster: Cluster, cq: str) -> dict[str, int]:
     for (_, res), used in cluster.cluster_queue_usage(cq).items():
         out[res] = out.get(res, 0) + used
     return out
+
+
+def usage_point(cluster: Cluster, cq: str) -> dict[str, int]:
+    """Usage per resource of one ClusterQueue, zero for every resource it has quota for."""
+    spec = cluster.cqs[cq].spec
+    return {
+        **dict.fromkeys(_nominal_by_resource(spec.resource_groups), 0),
+        **_usage_by_resource(cluster, cq),
+    }
 
 
 def _nominal_by_resource(groups: Iterable[ResourceGroup]) -> dict[str, int]:
@@ -143,7 +154,7 @@ def _cluster_queues(
                 "borrowing": any(r["borrowed"] > 0 for r in resources),
                 "policies": _policies(spec),
                 "resources": resources,
-                "history": history.series(name),
+                "history": history.series(name, (time.time(), usage_point(cluster, name))),
             }
         )
     return out, specs
@@ -306,22 +317,38 @@ def _flavors(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
 
 
 def gpu_panel(engine: Engine, workloads: list[JsonDoc], visible: Callable[[str], bool]) -> JsonDoc:
-    """GPUs and who holds them: from a runtime that reports assignments, else from quota.
+    """GPUs and who holds them: from the telemetry bridge when it runs, else from quota.
 
-    A runtime riding on the engine (an observer) may offer ``gpu_assignments()``: a list of
-    ``{"node", "index", "uuid", "model", "workload", "pod", "utilization", "memoryUsed",
-    "memoryTotal", "power"}`` dicts (workload ``None`` when free). Without one, the panel lists
-    the GPUs implied by admitted workloads' ``nvidia.com/gpu`` usage, per flavor.
+    With telemetry on, every GPU of the node is listed with its holder (the runtime's pinning),
+    utilization, memory and power, as last sampled. Without it, the panel lists the GPUs implied
+    by admitted workloads' ``nvidia.com/gpu`` usage, per flavor, and says so. Holders in
+    namespaces the caller cannot read are shown as "(another namespace)". Call under the lock.
     """
-    for obs in engine.observers:
-        report = getattr(obs, "gpu_assignments", None)
-        if callable(report):
-            reported = [dict(g) for g in report()]
-            for g in reported:
-                wl = g.get("workload")
-                if isinstance(wl, str) and not visible(wl.partition("/")[0]):
-                    g["workload"], g["pod"] = "(another namespace)", None
-            return {"source": "runtime", "note": "", "gpus": reported}
+    bridge = telemetry_bridge.find(engine)
+    if bridge is not None and bridge.latest:
+        # Holders from the runtime's pinning now (samples may be seconds old); metrics as sampled.
+        live = holders(engine.cluster, bridge._current_owners(engine.cluster))
+        reported: list[JsonDoc] = []
+        for a in bridge.latest:
+            g = a.sample
+            holder = live.get(g.index) or live.get(g.uuid)
+            key = holder.workload_key if holder is not None else None
+            hidden = holder is not None and not visible(holder.namespace)
+            reported.append(
+                {
+                    "node": bridge.hostname,
+                    "index": g.index,
+                    "uuid": g.uuid,
+                    "model": g.model,
+                    "workload": "(another namespace)" if hidden else key,
+                    "pod": None if hidden or holder is None else holder.pod,
+                    "utilization": round(g.utilization_percent),
+                    "memoryUsed": f"{g.memory_used_bytes / 2**30:.1f} / "
+                    f"{g.memory_total_bytes / 2**30:.0f} GiB",
+                    "power": None if g.power_watts is None else round(g.power_watts),
+                }
+            )
+        return {"source": "telemetry", "note": "", "gpus": reported}
     gpus: list[JsonDoc] = []
     for w in workloads:
         if w["state"] not in ("Admitted", "Evicting") or not w["gpus"]:

@@ -57,6 +57,10 @@ class ServerProcess:
             sys.executable, "-m", "gpuaas.cli.server",
             "--data-dir", str(self.data_dir), "--port", str(self.port), *self.extra,
         ]  # fmt: skip
+        if "--runtime" not in self.extra:
+            # API tests check scheduling, not processes: no pods, so a SIGKILLed test server
+            # leaves nothing running. Tests of the runtime pass --runtime local themselves.
+            cmd += ["--runtime", "none"]
         if self.db:
             cmd += ["--db", self.db]
         self.data_dir.mkdir(parents=True, exist_ok=True)

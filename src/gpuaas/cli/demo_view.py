@@ -21,6 +21,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuaas.core.quantity import format_quantity
+
 JsonDoc = dict[str, Any]
 BAR = 24
 _STATE_STYLE = {
@@ -103,7 +105,7 @@ def queues_table(snap: Snapshot) -> Table:
                 _bar(used, nominal, borrowed),
                 str(shown.get("usage", used)),
                 str(shown.get("nominal", nominal)),
-                Text(str(borrowed), style="magenta") if borrowed else Text("0"),
+                Text(format_quantity(borrowed, r["resource"]), style="magenta" if borrowed else ""),
             )
     return table
 
@@ -145,7 +147,10 @@ def screen(snap: Snapshot, caption: str, audit: str | None = None) -> Renderable
         workloads_table(snap),
     ]
     if audit is not None:
-        parts.append(Panel(Text(audit), title="Audit trail", title_align="left"))
+        lines = audit.splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("Status:")), 0)
+        body = "\n".join(lines[:2] + lines[start:])  # name, namespace, then conditions and events
+        parts.append(Panel(Text(body), title="Audit trail (describe)", title_align="left"))
     else:
         parts.append(events_panel(snap))
     return Group(*parts)
@@ -176,7 +181,7 @@ def changes(prev: Snapshot | None, cur: Snapshot) -> list[str]:
 class CastRecorder:
     """Writes the frames it is given as an asciinema v2 file, a full redraw per frame."""
 
-    def __init__(self, path: Path, width: int = 120, height: int = 44) -> None:
+    def __init__(self, path: Path, width: int = 140, height: int = 60) -> None:
         self.path, self.width, self.height = path, width, height
         self._file: TextIO = path.open("w", encoding="utf-8")
         self._start = time.monotonic()

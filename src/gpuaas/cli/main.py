@@ -20,6 +20,8 @@ from gpuaas import __version__
 COMMAND_MODULES: list[tuple[str, str | None, str]] = [
     ("gpuaas.cli.scenario", "scenario", "Run scenario files: a configuration, a timeline, checks."),
     ("gpuaas.cli.server", None, ""),
+    ("gpuaas.cli.logs", None, ""),
+    ("gpuaas.cli.demo", None, ""),
     ("gpuaas.cli.kubectl", None, ""),
     ("gpuaas.cli.token", "token", "Create API tokens."),
     ("gpuaas.cli.telemetry", "report", "Reports: usage and chargeback (report usage)."),

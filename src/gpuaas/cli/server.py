@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -77,14 +78,19 @@ def serve(
         Path | None,
         typer.Option("--node-config", help="YAML node config: cpus, memory, gpus, labels, taints."),
     ] = None,
+    telemetry_interval: Annotated[
+        float,
+        typer.Option("--telemetry-interval", help="Seconds between GPU samples.", min=0.05),
+    ] = 15.0,
 ) -> None:
     """Run the gpuaas API server."""
     import uvicorn
 
     from gpuaas.api.app import create_app
     from gpuaas.engine.engine import Engine
+    from gpuaas.engine.telemetry_bridge import install as install_telemetry
     from gpuaas.engine.tokens import Tokens
-    from gpuaas.inventory import InventoryError
+    from gpuaas.inventory import InventoryError, detect_node
     from gpuaas.store import StoreError, open_store
 
     if (tls_cert is None) != (tls_key is None):
@@ -95,6 +101,7 @@ def serve(
     url = db or f"sqlite:///{data_dir / 'gpuaas.db'}"
     try:
         bridge = _local_runtime(data_dir, fake_gpus, node_config) if runtime == "local" else None
+        node_gpus = detect_node(fake_gpus, node_config).gpus  # telemetry's GPUs
         store = open_store(url)
     except (InventoryError, RuntimeRequestError) as exc:
         typer.echo(f"gpuaas server: {exc}", err=True)
@@ -114,6 +121,11 @@ def serve(
         raise typer.Exit(2) from exc
     for problem in engine.restore_problems:
         typer.echo(f"gpuaas server: warning: {problem}", err=True)
+    owners = bridge.runtime.gpu_owners if bridge is not None else None
+    telemetry = install_telemetry(
+        engine, usage_db=data_dir / "usage.db", gpus=node_gpus,
+        interval_seconds=telemetry_interval, owners=owners,
+    )  # fmt: skip
     tokens = Tokens(store, engine.committer)
     token_path = tokens.ensure_admin(data_dir)
     typer.echo(f"admin token: {token_path}")
@@ -141,6 +153,9 @@ def serve(
     thread = threading.Thread(target=ticker, name="gpuaas-tick", daemon=True)
     thread.start()
     app = create_app(engine, tokens, max_body=max_body)
+    # uvicorn re-raises SIGTERM once it has shut down; turn it into an exception so the
+    # ``finally`` below still runs and stops the pods (the default action would just exit).
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         uvicorn.run(
             app,
@@ -152,14 +167,25 @@ def serve(
             timeout_graceful_shutdown=2,
             access_log=False,
         )
+    except _Terminated:
+        pass
     finally:
         stop.set()
         thread.join(timeout=5)
         if bridge is not None:
             typer.echo("stopping every workload's pods (graceful server stop)")
             bridge.shutdown()
+        telemetry.close()
         engine.close()
         store.close()
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: a graceful stop."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def _local_runtime(

@@ -9,6 +9,7 @@ no I/O and no clock, ``now`` is always passed in. Live runtimes construct it wit
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 
 from gpuaas.core.cache import CQState
@@ -77,6 +78,12 @@ class Cluster:
         self.priority_classes: dict[str, WorkloadPriorityClass] = {}
         self.workloads: dict[str, WorkloadState] = {}
         self.preempted_keys: set[str] = set()
+        # Workloads whose status may have changed since the caller last cleared this set: a
+        # server persists only these instead of comparing every workload after each request.
+        self.dirty: set[str] = set()
+        # (time, cq): when a workload's minimum runtime runs out it becomes a preemption
+        # candidate, so the CQ's cohort tree must be looked at again then.
+        self._wakeups: list[tuple[float, str]] = []
         self.events: list[Event] = []  # events of the current schedule() call and since
         self._seq = 0
         self.version = 0
@@ -327,6 +334,7 @@ class Cluster:
     def _push(self, wl: WorkloadState, *, inadmissible: bool = False) -> None:
         """Put a pending workload in its ClusterQueue's queue (or leave it unrouted)."""
         cq_name, why = self.resolve_cq(wl)
+        self.dirty.add(wl.key)
         old = wl.cluster_queue
         if old is not None and old != cq_name and old in self.cqs:
             self.cqs[old].queue.remove(wl.key)
@@ -405,6 +413,10 @@ class Cluster:
         start = len(self.events)
         self.now = now
         self._refresh_structure()
+        while self._wakeups and self._wakeups[0][0] <= now:
+            _, name = heapq.heappop(self._wakeups)
+            if name in self.cqs:
+                self.requeue_tree(self.cqs[name])
         admissions_at_start = {k: w.admission_count for k, w in self.workloads.items()}
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
@@ -459,6 +471,13 @@ class Cluster:
         self._push(wl, inadmissible=not immediate)
 
     # --- queries -------------------------------------------------------------------------
+    def add_wakeup(self, at: float, cq: str) -> None:
+        heapq.heappush(self._wakeups, (at, cq))
+
+    def next_wakeup(self) -> float | None:
+        """The next instant at which ``schedule`` has something new to look at, if any."""
+        return self._wakeups[0][0] if self._wakeups else None
+
     def warnings(self) -> list[str]:
         self._refresh_structure()
         return list(self._warnings)

@@ -71,6 +71,7 @@ class Lifecycle:
                 w, uid=self.c._seq, created_at=now, priority=prio, shape=shape_of(w, prio)
             )
             self.c.workloads[w.key] = wl
+            self.c.dirty.add(w.key)
             self.c.version += 1
             if not w.active:
                 wl.phase = Phase.INACTIVE
@@ -78,6 +79,7 @@ class Lifecycle:
             self.c._push(wl)
             return
         self.c.version += 1
+        self.c.dirty.add(w.key)
         if old.phase in (Phase.ADMITTED, Phase.EVICTING):
             if old.workload.pod_sets != w.pod_sets:
                 raise ApplyError(
@@ -121,6 +123,7 @@ class Lifecycle:
         wl = self.c.workloads.pop(key, None)
         if wl is None:
             return False
+        self.c.dirty.add(key)
         self.c._evicting.pop(key, None)
         if wl.phase in (Phase.ADMITTED, Phase.EVICTING):
             self._release(wl, now)
@@ -154,6 +157,7 @@ class Lifecycle:
         *,
         restored: bool,
     ) -> None:
+        self.c.dirty.add(wl.key)
         wl.admission = admission
         wl.usage = admission.usage()
         wl.cluster_queue = cq.name
@@ -164,6 +168,8 @@ class Lifecycle:
         wl.last_tried = None
         cq.node.add_usages(wl.usage)
         cq.admitted[wl.key] = wl
+        if cq.spec.min_runtime_seconds > 0:
+            self.c.add_wakeup(now + cq.spec.min_runtime_seconds, cq.name)
         self.c.version += 1
         flavors = ", ".join(
             sorted({f"{r}={f}" for ps in admission.pod_sets for r, f in ps.flavors.items()})
@@ -197,6 +203,7 @@ class Lifecycle:
         wl.pending_reason = msg
         changed = wl.set_condition("QuotaReserved", "False", e.reason, msg, self.c.now)
         if changed:
+            self.c.dirty.add(wl.key)
             self._event(self.c.now, "Warning", e.reason, wl, msg)
 
     # --- preemption and eviction --------------------------------------------------------------
@@ -206,6 +213,7 @@ class Lifecycle:
             victim = t.workload
             if victim.phase == Phase.EVICTING:
                 continue
+            self.c.dirty.update((victim.key, pre.key))
             human = HUMAN_REASONS.get(t.reason, "UNKNOWN")
             msg = (
                 f"Preempted to accommodate a workload (UID: {pre.uid}, JobUID: {pre.key}) due to {human}; "
@@ -243,6 +251,7 @@ class Lifecycle:
             self.complete_evictions(now)
 
     def _begin_eviction(self, wl: WorkloadState, reason: str, msg: str, now: float) -> None:
+        self.c.dirty.add(wl.key)
         wl.phase = Phase.EVICTING
         wl.set_condition("Evicted", "True", reason, msg, now)
         wl.set_condition("Admitted", "False", reason, msg, now)
@@ -260,6 +269,7 @@ class Lifecycle:
         if wl is None or wl.phase != Phase.EVICTING:
             return
         reason = wl.conditions["Evicted"].reason if "Evicted" in wl.conditions else "Evicted"
+        self.c.dirty.add(key)
         self._release(wl, now)
         wl.admission = None
         wl.requeue_count += 1
@@ -292,6 +302,7 @@ class Lifecycle:
         wl = self.c.workloads.get(key)
         if wl is None or wl.phase == Phase.FINISHED:
             return False
+        self.c.dirty.add(key)
         self.c._evicting.pop(key, None)
         if wl.phase in (Phase.ADMITTED, Phase.EVICTING):
             self._release(wl, now)

@@ -243,7 +243,14 @@ class Engine:
         self._collect_events(events, batch)
 
     def _collect_statuses(self, batch: _Batch) -> None:
-        for key, st in self.cluster.workloads.items():
+        # Only workloads the core marked as possibly changed: comparing every workload after
+        # each request would make a write cost O(workloads).
+        dirty, self.cluster.dirty = self.cluster.dirty, set()
+        for key in sorted(dirty):
+            st = self.cluster.workloads.get(key)
+            if st is None:
+                self._fingerprints.pop(key, None)
+                continue
             fp = render.fingerprint(st)
             if self._fingerprints.get(key) == fp:
                 continue
@@ -261,8 +268,6 @@ class Engine:
                 internal.pop("admission", None)
                 internal.pop("admittedAt", None)
             self._put(batch, replace(rec, rv=rv, doc=doc, internal=internal), "MODIFIED")
-        for gone in set(self._fingerprints) - set(self.cluster.workloads):
-            del self._fingerprints[gone]
 
     def _collect_events(self, events: list[Event], batch: _Batch) -> None:
         for ev in events:

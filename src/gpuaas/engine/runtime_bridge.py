@@ -102,8 +102,8 @@ class RuntimeBridge:
                 self._stop_or_confirm(engine, key, running, now)
         self._stop_unwanted(engine)
         self._start_pending(engine, now)
-        for ev in self.runtime.poll():  # record the starts now, in this settle's audit trail
-            self._on_runtime_event(engine, ev, now)
+        for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
+            self._on_runtime_event(engine, rev, now)
 
     # -- reads for the API ------------------------------------------------------------------------
     def runs(self) -> dict[str, WorkloadRun]:

@@ -197,6 +197,7 @@ class TelemetryBridge:
                 self._carry_out(cluster, d, now)
 
     def on_events(self, engine: Engine, events: list[Event], now: float) -> None:
+        self._reload_config(engine)
         cluster = engine.cluster
         for ev in events:
             self._count(cluster, ev)
@@ -240,7 +241,8 @@ class TelemetryBridge:
         (after a restart the core restores admissions without events)."""
         for key, start in list(self._open.items()):
             st = cluster.workloads.get(key)
-            if st is None or st.admission is None or st.admitted_at != start:
+            held = st is not None and st.phase in HOLDING and st.admission is not None
+            if not held or st is None or st.admitted_at != start:
                 self.ledger.release(key, now)
                 del self._open[key]
         if everything:
@@ -277,7 +279,8 @@ class TelemetryBridge:
         st = cluster.workloads.get(d.workload_key)
         if st is None:
             return False
-        st.set_condition(*d.condition(), now)
+        if st.set_condition(*d.condition(), now):
+            cluster.dirty.add(d.workload_key)  # the engine persists statuses of dirty workloads
         if d.kind is not DecisionKind.EVICT:
             cluster.events.append(d.event())
             return False

@@ -187,9 +187,17 @@ class _Simulation:
             heapq.heappush(self._due, entry)
 
     def finish_due(self, until: float) -> None:
-        """Finish every self-finishing workload due by ``until``, one instant at a time."""
-        while self._due and self._due[0][0] <= until:
-            now = self._due[0][0]
+        """Finish every self-finishing workload due by ``until``, one instant at a time; also
+        settle at the instants the engine asked to be woken (a minimum runtime running out)."""
+        while True:
+            wake = self.cluster.next_wakeup()
+            due = self._due[0][0] if self._due else None
+            if wake is not None and wake <= until and (due is None or wake < due):
+                self.settle(wake)
+                continue
+            if due is None or due > until:
+                return
+            now = due
             finished = False
             while self._due and self._due[0][0] == now:
                 _, _, key, uid, count = heapq.heappop(self._due)

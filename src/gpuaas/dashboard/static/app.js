@@ -230,7 +230,7 @@ function renderBanner() {
   const b = $("#banner");
   if (!state.banner || Date.now() > state.banner.until) { b.hidden = true; state.banner = null; return; }
   b.hidden = false;
-  b.innerHTML = `<span>⚡ ${h(state.banner.text)}</span><span class="small" style="font-weight:400;opacity:.9">${h(state.banner.detail || "")}</span><button class="x" id="banner-close">dismiss</button>`;
+  b.innerHTML = `<div class="text"><span>⚡ ${h(state.banner.text)}</span><span class="small" style="font-weight:400;opacity:.9">${h(state.banner.detail || "")}</span></div><button class="x" id="banner-close">dismiss</button>`;
   $("#banner-close").onclick = () => { state.banner = null; b.hidden = true; };
 }
 
@@ -308,7 +308,7 @@ function cqTable(s) {
   return `<div class="table-wrap"><table><thead><tr><th>Name</th><th>Cohort</th><th class="num">Pending</th><th class="num">Admitted</th><th>Usage</th><th>History</th></tr></thead><tbody>
     ${s.clusterQueues.map((q) => `<tr><td><a href="#/clusterqueues">${h(q.name)}</a> ${q.active ? "" : badge("inactive")} ${q.borrowing ? badge("borrowing") : ""}</td>
       <td>${h(q.cohort || "—")}</td><td class="num">${q.pendingWorkloads}</td><td class="num">${q.admittedWorkloads}</td>
-      <td>${cqTotals(q).filter((r) => r.usage || r.capacity).map((r) => `<span class="chip">${h(r.resource)} ${fmtQty(r.resource, r.usage)}/${fmtQty(r.resource, r.capacity)}</span>`).join("")}</td>
+      <td>${cqTotals(q).map((r) => `<span class="chip">${h(r.resource)} ${fmtQty(r.resource, r.usage)}/${fmtQty(r.resource, r.capacity)}</span>`).join("")}</td>
       <td>${sparkline(q, 160, 28)}</td></tr>`).join("")}
   </tbody></table></div>`;
 }
@@ -406,10 +406,10 @@ function workloadRow(w) {
   const status = w.state === "Evicted" ? `${badge("Evicted")} ${badge("Pending")}` : badge(w.state);
   const preempted = w.preemptedBy ? `${wlLink(w.preemptedBy)}<div class="small muted">${h(w.preemptionReason || "")}</div>` : w.evictionReason ? h(w.evictionReason) : `<span class="muted">—</span>`;
   return `<tr class="state-${h(w.state)}" data-key="${h(w.key)}" data-state="${h(w.state)}">
-    <td>${h(w.namespace)}</td><td><a href="#/workload/${encodeURIComponent(w.namespace)}/${encodeURIComponent(w.name)}"><b>${h(w.name)}</b></a><div class="small muted">${h(w.kind)}</div></td>
-    <td>${h(w.queue)}<div class="small muted">${h(w.clusterQueue || "unrouted")}</div></td>
+    <td class="nowrap">${h(w.namespace)}</td><td class="nowrap"><a href="#/workload/${encodeURIComponent(w.namespace)}/${encodeURIComponent(w.name)}"><b>${h(w.name)}</b></a><div class="small muted">${h(w.kind)}</div></td>
+    <td class="nowrap">${h(w.queue)}<div class="small muted">${h(w.clusterQueue || "unrouted")}</div></td>
     <td class="status">${status}</td>
-    <td>${h(w.priority)}<div class="small muted">${h(w.priorityClass || "")}</div></td>
+    <td class="nowrap">${h(w.priority)}<div class="small muted">${h(w.priorityClass || "")}</div></td>
     <td>${flavors}</td><td>${preempted}</td>
     <td class="num">${w.position ? `${w.position} / ${w.queueLength}` : "—"}</td>
     <td class="why">${h(w.whyPending || "")}</td></tr>`;
@@ -426,7 +426,7 @@ function renderWorkloadDetail(s, [ns, name]) {
   if (!state.detail || state.detail.key !== key) { state.detail = { key }; loadDetail(key); }
   const d = state.detail;
   if (!w) return `<div class="page-head"><h1>${h(key)}</h1></div><div class="card"><p class="empty">${h(d.error || "This workload does not exist or belongs to a namespace your token cannot see.")}</p></div>`;
-  const conds = (d.doc?.status?.conditions || []).map((c) => `<tr><td><b>${h(c.type)}</b></td><td>${h(c.status)}</td><td>${h(c.reason)}</td><td class="small">${h(c.message)}</td><td class="small muted">${h(c.lastTransitionTime)}</td></tr>`).join("");
+  const conds = (d.doc?.status?.conditions || []).map((c) => `<tr><td><b>${h(c.type)}</b></td><td>${h(c.status)}</td><td>${h(c.reason)}</td><td class="msg">${h(c.message)}</td><td class="small muted nowrap">${h(fmtTime(c.lastTransitionTime))}</td></tr>`).join("");
   const ex = d.explain;
   const why = w.state === "Pending" || w.state === "Evicted" ? `<div class="card"><h2>Why pending</h2><div class="why-box">${h(w.whyPending || "")}</div>
     ${w.position ? `<p>Position <b>${w.position}</b> of ${w.queueLength} in ClusterQueue ${h(w.clusterQueue)}.</p>` : ""}
@@ -446,7 +446,7 @@ function renderWorkloadDetail(s, [ns, name]) {
       <dt>Requeues</dt><dd>${h(w.requeues)}</dd></dl></div>
     ${why || `<div class="card"><h2>Admission</h2><p>${w.state === "Admitted" ? `Holds quota in ClusterQueue <b>${h(w.clusterQueue)}</b>.` : h(w.state)}</p></div>`}
   </div>
-  <div class="grid two section">
+  <div class="grid section" style="grid-template-columns: minmax(0, 3fr) minmax(0, 2fr)">
     <div class="card"><h2>Conditions</h2>${conds ? `<div class="table-wrap"><table><thead><tr><th>Type</th><th>Status</th><th>Reason</th><th>Message</th><th>Since</th></tr></thead><tbody>${conds}</tbody></table></div>` : `<p class="empty">${d.doc ? "No conditions." : "Loading…"}</p>`}</div>
     <div class="card"><h2>Events</h2>${timeline ? `<ul class="timeline">${timeline}</ul>` : `<p class="empty">${d.events ? "No events." : "Loading…"}</p>`}</div>
   </div>
@@ -482,9 +482,19 @@ function renderFlavors(s) {
     <dt>Tolerations</dt><dd class="chips">${f.tolerations.map((t) => `<span class="chip">${h(t.key || "*")} ${h(t.operator)} ${h(t.value)} ${h(t.effect)}</span>`).join("") || `<span class="muted">none</span>`}</dd>
     <dt>Resources</dt><dd class="chips">${f.resources.map((r) => `<span class="chip">${h(r)}</span>`).join("") || `<span class="muted">none</span>`}</dd>
     <dt>Cluster queues</dt><dd class="chips">${f.clusterQueues.map((q) => `<span class="chip">${h(q)}</span>`).join("") || `<span class="muted">unused</span>`}</dd>
-    <dt>GPUs</dt><dd>${(gpusBy[f.name] || []).length ? `${gpusBy[f.name].length} in use` : `<span class="muted">none in use</span>`}${s.gpus.source === "quota" ? ` <span class="muted small">(node matching needs the runtime)</span>` : ""}</dd>
+    <dt>GPUs</dt><dd>${flavorGpus(s, f, gpusBy)}</dd>
   </dl></div>`).join("");
   return `<div class="page-head"><h1>Resource flavors</h1></div>${cards ? `<div class="grid cards">${cards}</div>` : `<p class="empty">No resource flavors.</p>`}`;
+}
+
+function flavorGpus(s, f, gpusBy) {
+  if (!f.resources.includes("nvidia.com/gpu")) return `<span class="muted">no GPU quota</span>`;
+  if (s.gpus.source === "quota") {
+    const n = (gpusBy[f.name] || []).length;
+    return `${n} in use <span class="muted small">(implied by quota; node telemetry not wired)</span>`;
+  }
+  const nodes = Object.entries(gpusBy).map(([node, gs]) => `<span class="chip">${h(node)}: ${gs.filter((g) => g.workload).length} / ${gs.length} held</span>`);
+  return nodes.join("") || `<span class="muted">no GPUs reported</span>`;
 }
 
 function renderGpus(s) {

@@ -1,0 +1,137 @@
+"""The dashboard's HTTP side without a browser: assets, summary, tenancy, and the SSE feed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+from dashboard_helpers import GPUAAS, apply_seed, namespace_token
+
+from gpuaas.api.testing import ServerProcess
+
+DASH = f"{GPUAAS}/dashboard"
+
+
+def by_key(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {w["key"]: w for w in summary["workloads"]}
+
+
+def settled(c: httpx.Client) -> dict[str, Any]:
+    """The summary once the runtime has stopped team-b's pods and team-a-job is admitted."""
+    deadline = time.monotonic() + 15
+    while True:
+        s: dict[str, Any] = c.get(f"{DASH}/summary").json()
+        if by_key(s).get("team-a/team-a-job", {}).get("state") == "Admitted":
+            return s
+        assert time.monotonic() < deadline, f"team-a-job never admitted: {by_key(s)}"
+        time.sleep(0.1)
+
+
+def test_assets_are_served_from_the_package(plain_server: ServerProcess) -> None:
+    with httpx.Client(base_url=plain_server.url) as c:
+        index = c.get("/")
+        assert index.status_code == 200 and "text/html" in index.headers["content-type"]
+        assert '<script src="/static/app.js"' in index.text
+        assert "javascript" in c.get("/static/app.js").headers["content-type"]
+        assert "text/css" in c.get("/static/style.css").headers["content-type"]
+        for bad in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/nope.js", "/static/"):
+            r = c.get(bad)
+            assert r.status_code == 404, bad
+        assert "http" not in c.get("/static/style.css").text.replace("http://www.w3.org", "")
+
+
+def test_summary_needs_a_token(plain_server: ServerProcess) -> None:
+    with httpx.Client(base_url=plain_server.url) as c:
+        assert c.get(f"{DASH}/summary").status_code == 401
+        assert c.get(f"{DASH}/summary", params={"token": "nope"}).status_code == 401
+        ok = c.get(f"{DASH}/summary", params={"token": plain_server.admin_token})
+        assert ok.status_code == 200 and ok.json()["principal"]["admin"] is True
+
+
+def test_summary_shows_the_seed_preemption(plain_server: ServerProcess) -> None:
+    with plain_server.client() as c:
+        apply_seed(c, "setup.yaml", "team-b-job.yaml", "team-a-job.yaml")
+        s = settled(c)
+    wl = by_key(s)
+    b, a = wl["team-b/team-b-job"], wl["team-a/team-a-job"]
+    assert a["state"] == "Admitted" and a["flavors"] == {
+        "cpu": "default-flavor",
+        "nvidia.com/gpu": "gpu-flavor",
+    }
+    assert a["priority"] == 1000 and a["priorityClass"] == "prod-priority"
+    assert b["state"] == "Evicted" and b["phase"] == "Pending"
+    assert b["preemptedBy"] == "team-a/team-a-job"
+    assert b["preemptionReason"] == "InCohortReclaimWhileBorrowing"
+    assert (b["position"], b["queueLength"]) == (1, 1)
+    assert "insufficient unused quota for cpu" in b["whyPending"]
+    cqs = {q["name"]: q for q in s["clusterQueues"]}
+    assert cqs["team-a-cq"]["borrowing"] and cqs["team-a-cq"]["admittedWorkloads"] == 1
+    assert cqs["team-b-cq"]["pendingWorkloads"] == 1
+    assert cqs["team-a-cq"]["history"]["resources"]["nvidia.com/gpu"][-1] == 2
+    (cohort,) = s["cohorts"]
+    assert cohort["name"] == "team-ab" and cohort["members"] == [
+        "shared-cq",
+        "team-a-cq",
+        "team-b-cq",
+    ]
+    cpu = next(r for r in cohort["resources"] if r["resource"] == "cpu")
+    assert (cpu["usage"], cpu["capacity"]) == (7000, 10000)
+    assert s["gpus"]["source"] == "quota" and "not wired" in s["gpus"]["note"]
+    assert [g["workload"] for g in s["gpus"]["gpus"]] == ["team-a/team-a-job"] * 2
+    flavors = {f["name"]: f for f in s["flavors"]}
+    assert flavors["gpu-flavor"]["clusterQueues"] == ["team-a-cq", "team-b-cq"]
+    assert any(e["reason"] == "Preempted" for e in s["events"])
+    assert s["totals"]["admitted"] == 1 and s["totals"]["evicted"] == 1
+
+
+def test_namespace_token_summary_is_filtered(plain_server: ServerProcess) -> None:
+    with plain_server.client() as c:
+        apply_seed(c, "setup.yaml", "team-b-job.yaml", "team-a-job.yaml")
+        token = namespace_token(c, "team-b")
+    with httpx.Client(base_url=plain_server.url) as c:
+        s = c.get(f"{DASH}/summary", params={"token": token}).json()
+    assert set(by_key(s)) == {"team-b/team-b-job"}
+    assert {q["namespace"] for q in s["localQueues"]} == {"team-b"}
+    assert all(e["metadata"]["namespace"] in ("team-b", "") for e in s["events"])
+    assert {q["name"] for q in s["clusterQueues"]} == {"shared-cq", "team-a-cq", "team-b-cq"}
+    assert s["gpus"]["gpus"] == []  # team-a's GPUs are not shown to team-b
+    assert s["principal"] == {"name": "team-b", "admin": False, "namespaces": ["team-b"]}
+
+
+def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> None:
+    with plain_server.client() as c:
+        apply_seed(c, "setup.yaml", "team-b-job.yaml")
+    got: list[tuple[float, dict[str, Any]]] = []
+    ready = threading.Event()
+
+    def listen() -> None:
+        params = {"token": plain_server.admin_token}
+        with httpx.stream(
+            "GET", f"{plain_server.url}{DASH}/stream", params=params, timeout=30
+        ) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            for line in r.iter_lines():
+                if line.startswith("data:"):
+                    got.append((time.monotonic(), json.loads(line[5:])))
+                    ready.set()
+                    if any(
+                        by_key(s).get("team-a/team-a-job", {}).get("state") == "Admitted"
+                        for _, s in got
+                    ):
+                        return
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    assert ready.wait(10), "no initial summary on the stream"
+    assert by_key(got[0][1])["team-b/team-b-job"]["state"] == "Admitted"
+    with plain_server.client() as c:
+        started = time.monotonic()
+        apply_seed(c, "team-a-job.yaml")
+    t.join(10)
+    assert not t.is_alive(), "the stream never showed team-a-job admitted"
+    first = next(when for when, s in got if "team-a/team-a-job" in by_key(s))
+    assert first - started < 1.0, f"the change was pushed {first - started:.2f}s after it"
+    assert by_key(got[-1][1])["team-b/team-b-job"]["state"] == "Evicted"
