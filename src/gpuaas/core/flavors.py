@@ -325,7 +325,8 @@ class FlavorAssigner:
         if val <= available:
             return PMode.FIT, borrow, ""
         why = (
-            f"insufficient unused quota for {res} in flavor {flavor}, {val - available} more needed"
+            f"insufficient unused quota for {res} in flavor {flavor}, "
+            f"{format_quantity(val - available, res)} more needed"
         )
         if node.nominal(fr) >= val or may_reclaim or self._can_preempt_while_borrowing():
             pmode, borrow_after = self.oracle(fr, val)
