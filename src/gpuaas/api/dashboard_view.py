@@ -251,6 +251,7 @@ def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc
             for res, q in pod_set.requests.items():
                 requests[res] = requests.get(res, 0) + q * pod_set.count
         evicted = st.conditions.get("Evicted")
+        idle = st.conditions.get("GPUIdle")  # set by the telemetry's hoarding detector
         pos = order.get(key)
         out.append(
             {
@@ -278,6 +279,7 @@ def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc
                 "createdAt": st.created_at,
                 "admittedAt": st.admitted_at,
                 "requeues": st.requeue_count,
+                "idleGpu": idle.message if idle is not None and idle.status == "True" else None,
             }
         )
     return out

@@ -403,7 +403,8 @@ function renderWorkloads(s) {
 }
 function workloadRow(w) {
   const flavors = Object.entries(w.flavors).map(([r, fl]) => `<span class="chip">${h(r)}: ${h(fl)}</span>`).join("") || `<span class="muted">—</span>`;
-  const status = w.state === "Evicted" ? `${badge("Evicted")} ${badge("Pending")}` : badge(w.state);
+  const idle = w.idleGpu ? ` <span class="badge hoarding" title="${h(w.idleGpu)}">GPU idle</span>` : "";
+  const status = (w.state === "Evicted" ? `${badge("Evicted")} ${badge("Pending")}` : badge(w.state)) + idle;
   const preempted = w.preemptedBy ? `${wlLink(w.preemptedBy)}<div class="small muted">${h(w.preemptionReason || "")}</div>` : w.evictionReason ? h(w.evictionReason) : `<span class="muted">—</span>`;
   return `<tr class="state-${h(w.state)}" data-key="${h(w.key)}" data-state="${h(w.state)}">
     <td class="nowrap">${h(w.namespace)}</td><td class="nowrap"><a href="#/workload/${encodeURIComponent(w.namespace)}/${encodeURIComponent(w.name)}"><b>${h(w.name)}</b></a><div class="small muted">${h(w.kind)}</div></td>
