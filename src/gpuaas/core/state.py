@@ -107,9 +107,10 @@ class WorkloadState:
     last_generation: int = -1  # CQ allocatable generation when last_tried was recorded
     evicted_by_preemption: bool = False  # EVICTING because of a preemption (not a drain)
 
-    @property
-    def key(self) -> str:
-        return self.workload.key
+    key: str = field(init=False, default="")  # "namespace/name", fixed for the workload's life
+
+    def __post_init__(self) -> None:
+        self.key = self.workload.key
 
     def set_condition(self, type_: str, status: str, reason: str, message: str, now: float) -> bool:
         """Set a condition; keep its transition time when the status does not change."""
