@@ -262,7 +262,7 @@ CASES = [
         admitted={"default/a": "cq", "default/p": "cq"},
     ),
     Case(
-        "namespace-selector-absent-admits-nothing",
+        "empty-namespace-selector-admits-every-namespace",
         [
             flavor("f"),
             CQ("cq").group(("f", {"cpu": "4"})).obj(),
