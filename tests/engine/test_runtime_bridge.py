@@ -21,7 +21,7 @@ from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.kinds import BY_KIND
 from gpuaas.engine.runtime_bridge import RuntimeBridge
-from gpuaas.inventory import parse_fake_gpus
+from gpuaas.inventory import detect_node, parse_fake_gpus
 from gpuaas.runtimes import LocalRuntime
 from gpuaas.store import open_store
 
@@ -341,3 +341,28 @@ def test_min_runtime_protects_a_young_workload(node: Node) -> None:
 
     node.until(tick_until_preempted, timeout=5)
     node.until(lambda: node.pods("ns/prod"))
+
+
+def test_flavor_for_another_node_keeps_pods_pending(tmp_path: Path) -> None:
+    """A flavor whose nodeLabels this node lacks: admitted (quota is quota), but no pod runs."""
+    store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
+    engine = Engine(store, live_runtime=True)
+    node = detect_node("2", None)
+    bridge = RuntimeBridge(LocalRuntime(tmp_path / "runtime", node.gpus), node)
+    bridge.attach(engine)
+    try:
+        _setup(engine)
+        rf = engine.get(BY_KIND["ResourceFlavor"], None, "rf")
+        rf["spec"] = {"nodeLabels": {"node.kubernetes.io/instance-type": "g6.12xlarge"}}
+        engine.replace(BY_KIND["ResourceFlavor"], None, "rf", rf)
+        engine.create(JOB, "ns", job("elsewhere", "sleep 30"))
+        engine.poll_observers()
+        assert engine.cluster.workloads["ns/elsewhere"].phase == Phase.ADMITTED
+        assert "ns/elsewhere" not in bridge.runs()
+        engine.committer.submit([]).result(timeout=10)
+        messages = [e.message for e in engine.events() if e.reason == "FailedScheduling"]
+        assert any("instance-type=g6.12xlarge" in m for m in messages), messages
+    finally:
+        bridge.shutdown(grace_seconds=0)
+        engine.close()
+        store.close()

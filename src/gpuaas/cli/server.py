@@ -207,7 +207,7 @@ def _local_runtime(
         f"local runtime on node {node.name}: {len(node.gpus)} GPU(s) {', '.join(models)} "
         f"({node.gpu_source.split(':')[0]}); {rt.limits.note}"
     )
-    return RuntimeBridge(rt)
+    return RuntimeBridge(rt, node)
 
 
 def register(app: typer.Typer) -> None:

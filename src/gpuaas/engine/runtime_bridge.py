@@ -33,6 +33,7 @@ from gpuaas.runtimes import (
     WorkloadRun,
     build_run_plan,
 )
+from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.runtimes.local import LocalRuntime
 from gpuaas.store import ObjectKey
 
@@ -55,8 +56,12 @@ _RUNTIME_EVENTS = {
 
 
 class RuntimeBridge:
-    def __init__(self, runtime: LocalRuntime) -> None:
+    def __init__(self, runtime: LocalRuntime, node: NodeInventory | None = None) -> None:
         self.runtime = runtime
+        # The node's labels and taints: a pod admitted with a flavor whose nodeLabels or
+        # taints do not fit this node cannot land here, as Kueue's injected nodeSelector keeps
+        # it off a Kubernetes node; it stays pending (FailedScheduling) rather than run anywhere.
+        self.node = node
         self._engine: Engine | None = None
         self._to_start: set[str] = set()  # admitted, pods not started yet (retried each poll)
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
@@ -193,6 +198,10 @@ class RuntimeBridge:
                 return True  # a bare Workload with no command only reserves quota, as in Kueue
             self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
             return True
+        mismatch = self._node_mismatch(engine, st)
+        if mismatch:
+            self._warn(engine, key, "FailedScheduling", f"pods pending: {mismatch}", now)
+            return False
         try:
             self.runtime.start(key, plan.pods, backoff_limit=plan.backoff_limit)
         except NotEnoughGpus as exc:
@@ -207,6 +216,28 @@ class RuntimeBridge:
             self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
             return True
         return True
+
+    def _node_mismatch(self, engine: Engine, st: WorkloadState) -> str:
+        """Why the admitted flavors keep this workload's pods off this node ('' if they fit)."""
+        if self.node is None or st.admission is None:
+            return ""
+        pod_sets = {ps.name: ps for ps in st.workload.pod_sets}
+        for psa in st.admission.pod_sets:
+            ps = pod_sets.get(psa.name)
+            for name in sorted(set(psa.flavors.values())):
+                flavor = engine.cluster.flavors.get(name)
+                if flavor is None:
+                    continue
+                match = flavor_matches_node(
+                    flavor,
+                    self.node.labels,
+                    self.node.taints,
+                    ps.tolerations if ps else (),
+                    ps.node_selector if ps else None,
+                )
+                if not match.ok:
+                    return f"node {self.node.name}: {match.reason}"
+        return ""
 
     def _on_runtime_event(self, engine: Engine, ev: RuntimeEvent, now: float) -> None:
         cluster, key = engine.cluster, ev.workload

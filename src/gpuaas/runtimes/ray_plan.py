@@ -1,0 +1,184 @@
+"""The command KubeRay would give a Ray pod, for a RayCluster pod template that has none.
+
+Real RayCluster manifests name an image (``rayproject/ray``) and no command: KubeRay injects
+``ray start``. On the host there is no image, so this module writes that command for the local
+runtime: the head runs ``ray start --head --block`` with a dashboard on 127.0.0.1, workers run
+``ray start --block --address=<head>``, each with exactly the CPUs, GPUs and memory Kueue admitted
+for its pod. The pod's GPUs are pinned by ``CUDA_VISIBLE_DEVICES``, which Ray honours, so
+``--num-gpus`` is the pod's GPU count. Ports are not chosen here (that would be I/O in a pure
+plan): the command runs ``gpuaas.runtimes.ray_pod``, which picks free ports at spawn time, records
+them in the workload's Ray directory, and then runs ``ray start``. ``headGroupSpec.rayStartParams``
+and each worker group's ``rayStartParams`` are honoured where they make sense on one host; the
+ones gpuaas must own (ports, addresses, ``block``) are replaced, CPUs and GPUs may only be lowered.
+Pure: no processes, no sockets; errors name the object, the field and the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+RAY_KINDS = frozenset({"RayCluster"})
+HEAD = "head"
+NODE_IP = "127.0.0.1"
+# Ray refuses socket paths longer than this (AF_UNIX); its own part of the path is about this long:
+_SOCKET_PATH_MAX = 107
+_RAY_SOCKET_SUFFIX = len("/session_2024-01-01_00-00-00_000000_1234567/sockets/plasma_store")
+_OBJECT_STORE_MIN = 80 * 1024 * 1024  # Ray's floor is 75 MiB
+_OBJECT_STORE_SHARE = 0.3  # Ray's default share of a pod's memory
+
+# rayStartParams that gpuaas owns on the host: replaced, as KubeRay replaces some of them too.
+OWNED_PARAMS = frozenset(
+    {
+        "address", "block", "dashboard-agent-listen-port", "dashboard-host", "dashboard-port",
+        "head", "node-ip-address", "node-manager-port", "port", "ray-client-server-port",
+        "temp-dir",
+    }
+)  # fmt: skip
+# Flags that take no value: "true" adds the flag, "false" leaves it out.
+_FLAGS = frozenset(
+    {"disable-usage-stats", "enable-object-reconstruction", "no-monitor", "ray-debugger-external"}
+)
+# Passed through as --key=value.
+_VALUES = frozenset(
+    {
+        "include-dashboard", "labels", "log-color", "log-style", "max-worker-port",
+        "metrics-export-port", "min-worker-port", "node-name", "object-spilling-directory",
+        "plasma-directory", "resources", "system-config",
+    }
+)  # fmt: skip
+_LIMITED = frozenset({"num-cpus", "num-gpus", "memory", "object-store-memory"})
+SUPPORTED_PARAMS = OWNED_PARAMS | _FLAGS | _VALUES | _LIMITED
+# Env defaults for every Ray pod; the container's own env wins.
+RAY_ENV = (
+    ("RAY_USAGE_STATS_ENABLED", "0"),  # no phoning home from a scheduler's pods
+    ("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0"),  # preemption: stop now, the grace is ours
+)
+
+
+class RayPlanError(ValueError):
+    """A Ray pod cannot be planned; the message names the object, the field and why."""
+
+
+@dataclass(slots=True, frozen=True)
+class RayPod:
+    """What ``podspecs`` needs to know to plan one Ray pod."""
+
+    where: str  # "RayCluster team-b/raycluster-dev"
+    pod_set: str  # "head" or the worker group name
+    pod: str  # the pod's name
+    cpu_millis: int
+    memory_bytes: int
+    gpus: int
+    grace_seconds: float
+    params: Mapping[str, object]  # the group's rayStartParams
+    params_field: str  # "spec.headGroupSpec.rayStartParams"
+
+
+def temp_dir(state_dir: Path) -> Path:
+    """Ray's ``--temp-dir`` for one RayCluster: short (Ray's sockets live in it) and its own, so
+    two clusters never share a session, derived from the workload's Ray state directory."""
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"gpuaas-ray-{os.getuid()}" / digest
+
+
+def ray_executable() -> Path:
+    """The ``ray`` of this interpreter's environment (the ``gpuaas[ray]`` extra)."""
+    return Path(sys.executable).parent / "ray"
+
+
+def command(
+    pod: RayPod, state_dir: Path, run_id: str, ray_bin: Path, python: str = sys.executable
+) -> tuple[str, ...]:
+    """The pod's argv: the ``ray_pod`` launcher, then ``ray start`` without its ports."""
+    role = "head" if pod.pod_set == HEAD else "worker"
+    params = _params(pod)
+    cpus = _limited_int(pod, params, "num-cpus", max(1, pod.cpu_millis // 1000), "CPUs")
+    gpus = _limited_int(pod, params, "num-gpus", pod.gpus, "GPUs")
+    ray = [str(ray_bin), "start", "--block", f"--node-ip-address={NODE_IP}"]
+    ray += [f"--num-cpus={cpus}", f"--num-gpus={gpus}"]
+    if pod.memory_bytes > 0 or "memory" in params:
+        ray.append(f"--memory={_limited_int(pod, params, 'memory', pod.memory_bytes, 'memory')}")
+    store = params.get("object-store-memory")
+    if store is not None:
+        ray.append(f"--object-store-memory={_int(pod, 'object-store-memory', store)}")
+    elif pod.memory_bytes > 0:
+        share = int(pod.memory_bytes * _OBJECT_STORE_SHARE)
+        ray.append(f"--object-store-memory={max(_OBJECT_STORE_MIN, share)}")
+    dashboard = False
+    if role == "head":
+        tmp = temp_dir(state_dir)
+        if len(str(tmp)) + _RAY_SOCKET_SUFFIX > _SOCKET_PATH_MAX:
+            raise RayPlanError(
+                f"{pod.where}: Ray's temp dir {tmp} is too long for its sockets "
+                f"({_SOCKET_PATH_MAX} bytes at most); set TMPDIR to a shorter directory"
+            )
+        dashboard = str(params.get("include-dashboard", "true")).lower() != "false"
+        ray += ["--head", f"--temp-dir={tmp}", f"--include-dashboard={str(dashboard).lower()}"]
+        if dashboard:
+            ray.append(f"--dashboard-host={NODE_IP}")
+    if "disable-usage-stats" not in params:
+        ray.append("--disable-usage-stats")
+    for key, value in sorted(params.items()):
+        if key in _FLAGS and str(value).lower() == "true":
+            ray.append(f"--{key}")
+        elif key in _VALUES and key != "include-dashboard":
+            ray.append(f"--{key}={value}")
+    launcher = [python, "-m", "gpuaas.runtimes.ray_pod", role]
+    launcher += ["--state-dir", str(state_dir), "--run", run_id, "--pod", pod.pod]
+    launcher += ["--stop-after", f"{max(0.5, pod.grace_seconds - 1.0):g}"]
+    if dashboard:
+        launcher.append("--dashboard")
+    return (*launcher, "--", *ray)
+
+
+def _params(pod: RayPod) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in pod.params.items():
+        key = str(key)
+        if key not in SUPPORTED_PARAMS:
+            raise RayPlanError(
+                f"{pod.where}: {pod.params_field}.{key}: not supported on the local runtime "
+                f"(supported: {', '.join(sorted(SUPPORTED_PARAMS))})"
+            )
+        if key in OWNED_PARAMS:
+            continue  # gpuaas sets these for the host, as KubeRay sets them for its pods
+        if isinstance(value, bool):
+            value = str(value).lower()
+        if not isinstance(value, str | int | float):
+            raise RayPlanError(
+                f"{pod.where}: {pod.params_field}.{key}: must be a string, "
+                f"got {type(value).__name__}"
+            )
+        out[key] = str(value)
+    return out
+
+
+def _limited_int(pod: RayPod, params: Mapping[str, str], key: str, admitted: int, what: str) -> int:
+    """``rayStartParams[key]`` if given (never above what Kueue admitted), else ``admitted``."""
+    if key not in params:
+        return admitted
+    value = _int(pod, key, params[key])
+    if value > admitted and not (key == "memory" and admitted == 0):  # no request: no limit
+        raise RayPlanError(
+            f"{pod.where}: {pod.params_field}.{key}: {value} is more than the {admitted} "
+            f"{what} admitted for podSet {pod.pod_set}"
+        )
+    return value
+
+
+def _int(pod: RayPod, key: str, value: object) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise RayPlanError(
+            f"{pod.where}: {pod.params_field}.{key}: must be a whole number >= 0, got {value!r}"
+        )
+    return number
