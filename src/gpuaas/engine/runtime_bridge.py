@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.state import Event, Phase, WorkloadState
 from gpuaas.engine.kinds import WORKLOAD
+from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.runtimes import (
     AlreadyRunning,
     EventKind,
@@ -33,7 +34,6 @@ from gpuaas.runtimes import (
     WorkloadRun,
     build_run_plan,
 )
-from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.runtimes.local import LocalRuntime
 from gpuaas.store import ObjectKey
 
