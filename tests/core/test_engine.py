@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpuaas.core.cluster import ApplyError, Cluster
-from gpuaas.core.objects import KueueObject, Namespace, StopPolicy
+from gpuaas.core.objects import ClusterQueue, KueueObject, Namespace, StopPolicy
 from gpuaas.core.state import Phase
 from gpuaas.testing.builders import (
     ClusterQueueBuilder as CQ,
@@ -287,6 +287,15 @@ def _run(case: Case) -> Cluster:
     return c
 
 
+def _one_queue(cq: ClusterQueue | None = None) -> Cluster:
+    """A cluster with flavor f, a 4-CPU ClusterQueue cq (or the one given) and LocalQueue lq."""
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    c.apply(cq or CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
+    c.apply(local_queue("lq", "cq"), 0)
+    return c
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_semantics(case: Case) -> None:
     c = _run(case)
@@ -361,10 +370,7 @@ def test_missing_flavor_makes_cq_inactive_with_warning() -> None:
 
 
 def test_hold_and_drain_evicts_without_counting_preemption() -> None:
-    c = Cluster()
-    c.apply(flavor("f"), 0)
-    c.apply(CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
-    c.apply(local_queue("lq", "cq"), 0)
+    c = _one_queue()
     c.apply(WL("a").request(cpu="1").obj(), 0)
     c.schedule(0)
     held = CQ("cq").group(("f", {"cpu": "4"})).obj()
@@ -378,10 +384,7 @@ def test_hold_and_drain_evicts_without_counting_preemption() -> None:
 
 
 def test_deactivation_releases_quota() -> None:
-    c = Cluster()
-    c.apply(flavor("f"), 0)
-    c.apply(CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
-    c.apply(local_queue("lq", "cq"), 0)
+    c = _one_queue()
     c.apply(WL("a").request(cpu="4").obj(), 0)
     c.apply(WL("b").request(cpu="4").obj(), 0)
     c.schedule(0)
@@ -392,10 +395,7 @@ def test_deactivation_releases_quota() -> None:
 
 
 def test_admitted_pod_sets_are_immutable() -> None:
-    c = Cluster()
-    c.apply(flavor("f"), 0)
-    c.apply(CQ("cq").group(("f", {"cpu": "4"})).obj(), 0)
-    c.apply(local_queue("lq", "cq"), 0)
+    c = _one_queue()
     c.apply(WL("a").request(cpu="1").obj(), 0)
     c.schedule(0)
     with pytest.raises(ApplyError, match=r"spec\.podSets"):

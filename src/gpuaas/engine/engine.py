@@ -537,18 +537,25 @@ class Engine:
         if kind.namespaced and namespace is not None and missing:
             raise NotFound(f"namespace {namespace} not found; create it first")
 
+    def _existing_unowned(
+        self, kind: Kind, namespace: str | None, name: str, key: ObjectKey, verb: str
+    ) -> ObjectRecord:
+        """The stored object, refusing a Workload its Job (or RayCluster) owns."""
+        old = self.objects.get(key)
+        if old is None:
+            raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+        if kind is WORKLOAD and old.internal.get("owner"):
+            raise Invalid(
+                f"Workload {namespace}/{name} is owned by its {old.internal['owner']}; "
+                f"{verb} that object instead"
+            )
+        return old
+
     def replace(self, kind: Kind, namespace: str | None, name: str, doc: JsonDoc) -> JsonDoc:
         with self._lock:
             self._reload_if_failed()
             key = self.key_of(kind, namespace, name)
-            old = self.objects.get(key)
-            if old is None:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            if kind is WORKLOAD and old.internal.get("owner"):
-                raise Invalid(
-                    f"Workload {namespace}/{name} is owned by its {old.internal['owner']}; "
-                    "change that object instead"
-                )
+            old = self._existing_unowned(kind, namespace, name, key, "change")
             doc = documents.checked(kind, namespace, name, doc)
             want_rv = doc["metadata"].get("resourceVersion")
             if want_rv not in (None, "", old.doc["metadata"].get("resourceVersion")):
@@ -603,14 +610,7 @@ class Engine:
         with self._lock:
             self._reload_if_failed()
             key = self.key_of(kind, namespace, name)
-            old = self.objects.get(key)
-            if old is None:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            if kind is WORKLOAD and old.internal.get("owner"):
-                raise Invalid(
-                    f"Workload {namespace}/{name} is owned by its {old.internal['owner']}; "
-                    "delete that object instead"
-                )
+            old = self._existing_unowned(kind, namespace, name, key, "delete")
             now = self.clock()
             batch = _Batch()
             if kind is NAMESPACE:
