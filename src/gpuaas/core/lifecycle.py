@@ -222,7 +222,6 @@ class Lifecycle:
             victim.preempted_by = pre.key
             victim.preemption_reason = t.reason
             victim.ever_preempted = True
-            victim.evicted_by_preemption = True
             self.c.preempted_keys.add(victim.key)
             victim.set_condition("Preempted", "True", t.reason, msg, now)
             self._begin_eviction(victim, "Preempted", msg, now)
@@ -245,7 +244,6 @@ class Lifecycle:
 
     def evict(self, wl: WorkloadState, reason: str, message: str, now: float) -> None:
         """Evict for a reason other than preemption (drain, deactivation, idle GPU)."""
-        wl.evicted_by_preemption = False
         self._begin_eviction(wl, reason, message, now)
         if self.c.instant_evictions:
             self.complete_evictions(now)

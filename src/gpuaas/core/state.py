@@ -105,7 +105,6 @@ class WorkloadState:
     shape: object = None  # scheduling-equivalence key
     last_tried: list[dict[str, int]] | None = None  # resumed flavor scan (LastTriedFlavorIdx)
     last_generation: int = -1  # CQ allocatable generation when last_tried was recorded
-    evicted_by_preemption: bool = False  # EVICTING because of a preemption (not a drain)
 
     key: str = field(init=False, default="")  # "namespace/name", fixed for the workload's life
 

@@ -4,22 +4,28 @@ The core ``Workload`` keeps per-pod requests and counts but not the container co
 module also reads the raw manifest (batch/v1 Job, RayCluster, RayJob, kueue Workload) for each pod
 template's first container: command, args, env, workingDir, and the pod's
 ``terminationGracePeriodSeconds``. Counts come from the admission, as Kueue may admit fewer pods
-than requested (partial admission). No I/O and no processes here; errors name the object, the
-field and the reason.
+than requested (partial admission). A RayCluster container with no command (as in real
+manifests: KubeRay injects ``ray start``) gets the command ``ray_plan`` writes, when the caller
+gives the workload's Ray directory and Ray is installed. No processes here, and no I/O beyond
+looking for the ``ray`` executable; errors name the object, the field and the reason.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuaas.core.objects import PodSet, Workload
 from gpuaas.core.state import Admission
+from gpuaas.runtimes import ray_plan
 from gpuaas.runtimes.base import DEFAULT_BACKOFF_LIMIT, DEFAULT_GRACE_SECONDS, PodSpec
 
 GPU = "nvidia.com/gpu"
+RayCommand = Callable[[str, PodSet, float], tuple[str, ...]]  # (pod name, podSet, grace) -> argv
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -34,12 +40,25 @@ class RunPlan:
 
 
 def build_run_plan(
-    workload: Workload, admission: Admission | None, manifest: Mapping[str, Any]
+    workload: Workload,
+    admission: Admission | None,
+    manifest: Mapping[str, Any],
+    *,
+    ray_dir: Path | None = None,
+    ray_bin: Path | None = None,
 ) -> RunPlan:
-    """The pods of ``workload`` as admitted, with commands taken from ``manifest``."""
+    """The pods of ``workload`` as admitted, with commands taken from ``manifest``.
+
+    ``ray_dir``: where this workload's Ray pods record their ports (the runtime's directory for
+    the workload); without it, a RayCluster container must have its own command. ``ray_bin``:
+    the ``ray`` executable, by default the one next to this Python.
+    """
     kind = str(manifest.get("kind") or workload.kind)
     where = f"{kind} {workload.namespace}/{workload.name}"
     templates = pod_templates(manifest, where)
+    ray_cmd = (
+        _ray_command(manifest, where, ray_dir, ray_bin) if kind in ray_plan.RAY_KINDS else None
+    )
     counts = {ps.name: ps.count for ps in admission.pod_sets} if admission else {}
     pods: list[PodSpec] = []
     single = len(workload.pod_sets) == 1
@@ -57,7 +76,7 @@ def build_run_plan(
             pod_name = (
                 f"{workload.name}-{index}" if single else f"{workload.name}-{pod_set.name}-{index}"
             )
-            pods.append(_pod(pod_name, pod_set, template, workload, where))
+            pods.append(_pod(pod_name, pod_set, template, workload, where, ray_cmd))
     return RunPlan(pods, _backoff_limit(manifest, where))
 
 
@@ -93,8 +112,61 @@ def _ray_templates(spec: Mapping[str, Any], where: str, path: str) -> dict[str, 
     return out
 
 
+def _ray_command(
+    manifest: Mapping[str, Any], where: str, ray_dir: Path | None, ray_bin: Path | None
+) -> RayCommand:
+    """A maker of ``ray start`` commands for this RayCluster's pods (one run id for all)."""
+    spec = _mapping(manifest.get("spec", {}), f"{where}: spec")
+    params: dict[str, tuple[Mapping[str, Any], str]] = {}
+    head = _mapping(spec.get("headGroupSpec"), f"{where}: spec.headGroupSpec")
+    field = "spec.headGroupSpec.rayStartParams"
+    params[ray_plan.HEAD] = (_mapping(head.get("rayStartParams") or {}, f"{where}: {field}"), field)
+    for i, group in enumerate(spec.get("workerGroupSpecs") or []):
+        group = _mapping(group, f"{where}: spec.workerGroupSpecs[{i}]")
+        field = f"spec.workerGroupSpecs[{i}].rayStartParams"
+        raw = _mapping(group.get("rayStartParams") or {}, f"{where}: {field}")
+        params[str(group.get("groupName") or f"workers-{i}")] = (raw, field)
+    run_id = secrets.token_hex(4)
+    binary = ray_bin or ray_plan.ray_executable()
+
+    def make(pod: str, pod_set: PodSet, grace: float) -> tuple[str, ...]:
+        if ray_dir is None:
+            raise PodSpecError(
+                f"{where}: podSet {pod_set.name}: no command, and no Ray directory to run "
+                "`ray start` in (only the local runtime starts Ray)"
+            )
+        if not binary.exists():
+            raise PodSpecError(
+                f"{where}: podSet {pod_set.name}: no command, and Ray is not installed here "
+                f"({binary} is missing): install the extra, pip install 'gpuaas[ray]'"
+            )
+        group, field = params.get(pod_set.name, ({}, f"podSet {pod_set.name} rayStartParams"))
+        request = ray_plan.RayPod(
+            where=where,
+            pod_set=pod_set.name,
+            pod=pod,
+            cpu_millis=pod_set.requests.get("cpu", 0),
+            memory_bytes=pod_set.requests.get("memory", 0),
+            gpus=pod_set.requests.get(GPU, 0),
+            grace_seconds=grace,
+            params=group,
+            params_field=field,
+        )
+        try:
+            return ray_plan.command(request, ray_dir, run_id, binary)
+        except ray_plan.RayPlanError as exc:
+            raise PodSpecError(str(exc)) from None
+
+    return make
+
+
 def _pod(
-    name: str, pod_set: PodSet, template: Mapping[str, Any], workload: Workload, where: str
+    name: str,
+    pod_set: PodSet,
+    template: Mapping[str, Any],
+    workload: Workload,
+    where: str,
+    ray_cmd: RayCommand | None = None,
 ) -> PodSpec:
     containers = _list(template.get("containers"), f"{where}: podSet {pod_set.name} containers")
     if not containers:
@@ -106,6 +178,12 @@ def _pod(
     env_map = dict(env)
     command = tuple(_expand(str(a), env_map) for a in container.get("command") or [])
     args = tuple(_expand(str(a), env_map) for a in container.get("args") or [])
+    grace = template.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+    if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:
+        raise PodSpecError(f"{where}: terminationGracePeriodSeconds must be >= 0, got {grace!r}")
+    if not command and not args and ray_cmd is not None:  # KubeRay's injected `ray start`
+        command = ray_cmd(name, pod_set, float(grace))
+        env = (*((k, v) for k, v in ray_plan.RAY_ENV if k not in env_map), *env)
     if not command and not args:
         raise PodSpecError(
             f"{field}: no command or args; on the host the image's entrypoint is unknown, "
@@ -113,9 +191,6 @@ def _pod(
         )
     if not command:  # args alone: run them, as the image's entrypoint is not available here
         command, args = args, ()
-    grace = template.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
-    if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:
-        raise PodSpecError(f"{where}: terminationGracePeriodSeconds must be >= 0, got {grace!r}")
     workdir = container.get("workingDir")
     return PodSpec(
         name=name,

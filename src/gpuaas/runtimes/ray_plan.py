@@ -110,7 +110,7 @@ def command(
     elif pod.memory_bytes > 0:
         share = int(pod.memory_bytes * _OBJECT_STORE_SHARE)
         ray.append(f"--object-store-memory={max(_OBJECT_STORE_MIN, share)}")
-    dashboard = False
+    dashboard, tmp = False, None
     if role == "head":
         tmp = temp_dir(state_dir)
         if len(str(tmp)) + _RAY_SOCKET_SUFFIX > _SOCKET_PATH_MAX:
@@ -134,6 +134,8 @@ def command(
     launcher += ["--stop-after", f"{max(0.5, pod.grace_seconds - 1.0):g}"]
     if dashboard:
         launcher.append("--dashboard")
+    if tmp is not None:
+        launcher += ["--temp-dir", str(tmp)]
     return (*launcher, "--", *ray)
 
 
