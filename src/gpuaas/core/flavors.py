@@ -86,11 +86,13 @@ class Assignment:
     borrowing: int = 0
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     last_tried: list[dict[str, int]] = field(default_factory=list)
+    _mode: Mode | None = None  # computed once the assignment is complete (see mode())
 
     def mode(self) -> Mode:
-        if not self.pod_sets:
-            return Mode.NO_FIT
-        return min(ps.mode() for ps in self.pod_sets)
+        """The workload's mode: the worst PodSet's. Only asked once ``assign`` has returned."""
+        if self._mode is None:
+            self._mode = min((ps.mode() for ps in self.pod_sets), default=Mode.NO_FIT)
+        return self._mode
 
     def message(self) -> str:
         parts = []
@@ -311,8 +313,10 @@ class FlavorAssigner:
     def _fits_quota(self, fr: FlavorResource, assumed: int, request: int) -> tuple[PMode, int, str]:
         node = self.node
         available = node.available(fr)
-        max_capacity = node.potential_available(fr)
         val = assumed + request
+        if val <= available:  # available never exceeds potential_available: a fit needs no more
+            return PMode.FIT, lowest_subtree_that_fits(node, fr, val)[0], ""
+        max_capacity = node.potential_available(fr)
         flavor, res = fr
         if val > max_capacity:
             return (
@@ -322,8 +326,6 @@ class FlavorAssigner:
                 f"({format_quantity(val, res)}) > maximum capacity ({format_quantity(max_capacity, res)})",
             )
         borrow, may_reclaim = lowest_subtree_that_fits(node, fr, val)
-        if val <= available:
-            return PMode.FIT, borrow, ""
         why = (
             f"insufficient unused quota for {res} in flavor {flavor}, "
             f"{format_quantity(val - available, res)} more needed"
