@@ -1,8 +1,9 @@
 """How ``gpuaas get`` and ``describe`` print objects: Kueue's printer columns and kubectl's layout.
 
 Workloads show NAME QUEUE RESERVED IN ADMITTED AGE (FINISHED with ``-o wide``), ClusterQueues
-NAME COHORT PENDING WORKLOADS ADMITTED WORKLOADS, as Kueue's CRDs declare; ``-A`` puts NAMESPACE
-first. Pure formatting: no network, no state.
+NAME COHORT PENDING WORKLOADS ADMITTED WORKLOADS, as Kueue's CRDs declare; RayClusters KubeRay's
+columns and the Ray dashboard's address. ``-A`` puts NAMESPACE first. Pure formatting: no
+network, no state.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuaas.engine.kinds import Kind
+from gpuaas.engine.ray_status import dashboard_address
 from gpuaas.engine.render import parse_rfc3339
 
 JsonDoc = dict[str, Any]
@@ -90,6 +92,20 @@ def columns(kind: Kind, wide: bool) -> list[Column]:
         return [("NAME", _name), ("PARENT", lambda d: _get(d, "spec", "parentName")), ("AGE", age)]
     if k == "Namespace":
         return [("NAME", _name), ("STATUS", lambda d: "Active"), ("AGE", age)]
+    if k == "RayCluster":  # KubeRay's printer columns, then where the dashboard is
+        cols = [
+            ("NAME", _name),
+            ("DESIRED WORKERS", lambda d: _get(d, "status", "desiredWorkerReplicas")),
+            ("AVAILABLE WORKERS", lambda d: _get(d, "status", "availableWorkerReplicas")),
+            ("CPUS", lambda d: _get(d, "status", "desiredCPU")),
+            ("MEMORY", lambda d: _get(d, "status", "desiredMemory")),
+            ("GPUS", lambda d: _get(d, "status", "desiredGPU")),
+            ("STATUS", lambda d: _get(d, "status", "state")),
+            ("AGE", age),
+        ]
+        if wide:
+            cols.append(("HEAD POD IP", lambda d: _get(d, "status", "head", "podIP")))
+        return [*cols, ("DASHBOARD", lambda d: dashboard_address(d.get("status") or {}))]
     if kind.job:
         label = "kueue.x-k8s.io/queue-name"
         return [

@@ -45,7 +45,10 @@ CATALOGUE: tuple[DemoInfo, ...] = (
         "RayClusters: team A's prod RayCluster suspends team B's dev RayCluster",
         False,
         needs="ray",
-        how="on simulated time: gpuaas scenario run examples/003-rayclusters/",
+        how="runs with the ray extra on a server (gpuaas server, then gpuaas apply -f "
+        "examples/003-rayclusters/setup.yaml and each RayCluster: real Ray clusters, "
+        "gpuaas get raycluster -A); on simulated time: gpuaas scenario run "
+        "examples/003-rayclusters/",
     ),
 )
 

@@ -27,7 +27,7 @@ from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import ClusterQueue, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, render
+from gpuaas.engine import documents, ray_status, render
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
 from gpuaas.engine.watch import WatchHub
@@ -102,6 +102,8 @@ class Engine:
         self._last_event: dict[str, tuple[str, str, str]] = {}
         self.restore_problems: list[str] = []
         self.observers: list[EngineObserver] = []
+        # Set by a runtime bridge: what really runs for a job, shown in a RayCluster's status.
+        self.job_status: Callable[[str], JsonDoc] | None = None
         with self._lock:
             self._load()
 
@@ -357,7 +359,13 @@ class Engine:
             return [self._shown(kind, r) for r in recs], self.rv
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
-        """The stored doc; queues get their live counters as status (never stored)."""
+        """The stored doc; queues get their live counters as status (never stored), and a
+        RayCluster gets KubeRay's status from its workload and what runs for it."""
+        if kind.kind == "RayCluster":
+            key = f"{rec.key.namespace}/{rec.key.name}"
+            live = self.job_status(key) if self.job_status is not None else None
+            st = self.cluster.workloads.get(key)
+            return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
         if kind.kind not in ("ClusterQueue", "LocalQueue"):
             return rec.doc
         doc = dict(rec.doc)

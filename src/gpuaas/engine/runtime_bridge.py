@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.state import Event, Phase, WorkloadState
@@ -35,6 +36,8 @@ from gpuaas.runtimes import (
     build_run_plan,
 )
 from gpuaas.runtimes.local import LocalRuntime
+from gpuaas.runtimes.podspecs import RunPlan
+from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.store import ObjectKey
 
 if TYPE_CHECKING:
@@ -77,6 +80,7 @@ class RuntimeBridge:
         if engine.instant_evictions:
             raise ValueError("a runtime needs Engine(live_runtime=True): quota waits for stops")
         self._engine = engine
+        engine.job_status = self.job_status
         with engine._lock:
             adopted = self.runtime.adopt()
             engine.observers.append(self)
@@ -116,6 +120,17 @@ class RuntimeBridge:
         assert self._engine is not None
         with self._engine._lock:
             return self.runtime.running()
+
+    def job_status(self, key: str) -> dict[str, Any]:
+        """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
+
+        Called by the engine while it renders a job, under its lock.
+        """
+        run = self.runtime.running().get(key)
+        return {
+            "pods": {p.name: p.phase for p in run.pods} if run else {},
+            "ray": read_states(self._ray_dir(key)) if run else {},
+        }
 
     def logs(self, key: str, pod: str | None, follow: bool) -> Iterator[str]:
         """The log lines of ``key``; the pods are looked up now, the lines read as iterated."""
@@ -179,10 +194,16 @@ class RuntimeBridge:
         if manifest is None:
             return False
         try:
-            build_run_plan(st.workload, st.admission, manifest)
+            self._plan(st, manifest)
         except PodSpecError:
             return False
         return True
+
+    def _plan(self, st: WorkloadState, manifest: Mapping[str, Any]) -> RunPlan:
+        return build_run_plan(st.workload, st.admission, manifest, ray_dir=self._ray_dir(st.key))
+
+    def _ray_dir(self, key: str) -> Path:
+        return self.runtime.workload_dir(key) / "ray"
 
     def _start(self, engine: Engine, st: WorkloadState, now: float) -> bool:
         """Start the pods of ``st``; False to try again at the next poll (GPUs still busy)."""
@@ -192,7 +213,7 @@ class RuntimeBridge:
             self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
             return True
         try:
-            plan = build_run_plan(st.workload, st.admission, manifest)
+            plan = self._plan(st, manifest)
         except PodSpecError as exc:
             if manifest.get("kind") == WORKLOAD.kind:
                 return True  # a bare Workload with no command only reserves quota, as in Kueue

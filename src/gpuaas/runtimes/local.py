@@ -198,6 +198,10 @@ class LocalRuntime:
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         return self._gpus.owners()
 
+    def workload_dir(self, key: str) -> Path:
+        """The workload's directory here; its pods may share files under it (Ray's address)."""
+        return self._dir.workload_dir(key)
+
     def forget(self, key: str) -> None:
         """Delete a finished workload's records and logs (the engine deleted the workload)."""
         if key in self._runs:

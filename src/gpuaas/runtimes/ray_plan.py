@@ -80,11 +80,14 @@ class RayPod:
     params_field: str  # "spec.headGroupSpec.rayStartParams"
 
 
-def temp_dir(state_dir: Path) -> Path:
-    """Ray's ``--temp-dir`` for one RayCluster: short (Ray's sockets live in it) and its own, so
-    two clusters never share a session, derived from the workload's Ray state directory."""
-    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"gpuaas-ray-{os.getuid()}" / digest
+def temp_dir(state_dir: Path, pod: str | None = None) -> Path:
+    """Ray's ``--temp-dir`` for one RayCluster (``pod`` None: the head's), or for one worker
+    node inside it. Short, as Ray's sockets live in it; the cluster's own, so two clusters never
+    share a session; one per node, as two raylets that start at once in one session dir race for
+    the same socket name and one dies ("bind: Address already in use")."""
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:10]
+    base = Path(tempfile.gettempdir()) / f"gpuaas-ray-{os.getuid()}" / digest
+    return base if pod is None else base / hashlib.sha256(pod.encode()).hexdigest()[:4]
 
 
 def ray_executable() -> Path:
@@ -110,16 +113,17 @@ def command(
     elif pod.memory_bytes > 0:
         share = int(pod.memory_bytes * _OBJECT_STORE_SHARE)
         ray.append(f"--object-store-memory={max(_OBJECT_STORE_MIN, share)}")
-    dashboard, tmp = False, None
+    tmp = temp_dir(state_dir, None if role == "head" else pod.pod)
+    if len(str(tmp)) + _RAY_SOCKET_SUFFIX > _SOCKET_PATH_MAX:
+        raise RayPlanError(
+            f"{pod.where}: Ray's temp dir {tmp} is too long for its sockets "
+            f"({_SOCKET_PATH_MAX} bytes at most); set TMPDIR to a shorter directory"
+        )
+    ray.append(f"--temp-dir={tmp}")
+    dashboard = False
     if role == "head":
-        tmp = temp_dir(state_dir)
-        if len(str(tmp)) + _RAY_SOCKET_SUFFIX > _SOCKET_PATH_MAX:
-            raise RayPlanError(
-                f"{pod.where}: Ray's temp dir {tmp} is too long for its sockets "
-                f"({_SOCKET_PATH_MAX} bytes at most); set TMPDIR to a shorter directory"
-            )
         dashboard = str(params.get("include-dashboard", "true")).lower() != "false"
-        ray += ["--head", f"--temp-dir={tmp}", f"--include-dashboard={str(dashboard).lower()}"]
+        ray += ["--head", f"--include-dashboard={str(dashboard).lower()}"]
         if dashboard:
             ray.append(f"--dashboard-host={NODE_IP}")
     if "disable-usage-stats" not in params:
@@ -134,8 +138,7 @@ def command(
     launcher += ["--stop-after", f"{max(0.5, pod.grace_seconds - 1.0):g}"]
     if dashboard:
         launcher.append("--dashboard")
-    if tmp is not None:
-        launcher += ["--temp-dir", str(tmp)]
+    launcher += ["--temp-dir", str(tmp)]
     return (*launcher, "--", *ray)
 
 

@@ -1,0 +1,294 @@
+"""Inside a Ray pod: pick ports, run ``ray start --block``, record the address, stop it whole.
+
+``python -m gpuaas.runtimes.ray_pod head|worker --state-dir D --run R --pod P -- ray start ...``
+is the command ``ray_plan`` gives a RayCluster pod. It owns what KubeRay does around
+``ray start`` in a real cluster, on one host:
+
+- ports: free ones are picked when the pod starts (GCS, dashboard, client server, the dashboard
+  agent, the raylet), so two clusters on one host never clash;
+- the address: the head writes ``D/head.json`` (run id, ports, ready); workers wait for the head
+  of their own run to answer, as KubeRay's ``wait-gcs-ready`` init container does, and each writes
+  ``D/worker-<pod>.json``; ``ready`` turns true once ``ray start`` says it is up and the node's
+  dashboard agent answers;
+- stopping: Ray's core workers put themselves in process groups of their own, so SIGTERM to the
+  pod's group does not reach them and, once the raylet is gone, they linger, holding GPU memory.
+  On SIGTERM (or when ``ray start`` ends) this launcher waits for ``ray start`` (up to
+  ``--stop-after`` seconds, less than the pod's grace period), then SIGKILLs every process left in
+  the pod's session and waits until they are gone, so the pod ends only when all of Ray has.
+
+Each node removes its Ray temp dir when it ends. ``read_states`` is the reader the server uses.
+It decides nothing about admission and never signals a process outside its pod's session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+HEAD_FILE = "head.json"
+_POLL = 0.1
+_WAIT_NOTE_EVERY = 10.0
+_SWEEP_TIMEOUT = 5.0
+STOPPED_EXIT = 128 + signal.SIGTERM
+_BANNER = b"will now block forever"  # `ray start --block`, once its node is up
+_BANNER_FALLBACK = 30.0  # seconds a node answers without that line before it counts as up
+
+
+def state_file(state_dir: Path, role: str, pod: str) -> Path:
+    return state_dir / (HEAD_FILE if role == "head" else f"worker-{pod}.json")
+
+
+def read_states(state_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every Ray pod's record in ``state_dir``, by file stem (``head``, ``worker-<pod>``)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not state_dir.is_dir():
+        return out
+    for path in sorted(state_dir.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            out[path.stem] = data
+    return out
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports on 127.0.0.1 (all held open until all are chosen)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def answers(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class _Launcher:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.role: str = args.role
+        self.state_dir = Path(args.state_dir)
+        self.path = state_file(self.state_dir, self.role, args.pod)
+        self.stopping = False
+        self.record: dict[str, Any] = {}
+        self._answered_at: float | None = None
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        ray_argv = list(self.args.ray)
+        if not ray_argv:
+            print("ray_pod: no `ray start` command after --", file=sys.stderr, flush=True)
+            return 2
+        child: subprocess.Popen[bytes] | None = None
+        code = STOPPED_EXIT
+        try:
+            # 1. a worker waits for the head of its own run; the head needs nothing
+            head = None if self.role == "head" else self._wait_for_head()
+            if self.role != "head" and head is None:
+                return STOPPED_EXIT
+            # 2. ports, then the record (not ready yet), then `ray start`
+            ray_argv += self._ports(head)
+            self._write(ready=False)
+            child = subprocess.Popen(
+                ray_argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            started = threading.Event()
+            relay = threading.Thread(target=_relay, args=(child, started), daemon=True)
+            relay.start()
+            # 3. ready once `ray start` is up; over when it ends or we are stopped
+            while child.poll() is None and not self.stopping:
+                if not self.record["ready"] and self._is_up(started):
+                    self._write(ready=True)
+                    print(f"ray_pod: {self.role} ready: {self._summary()}", flush=True)
+                time.sleep(_POLL)
+            code = self._stop(child)
+            self._sweep()  # first: what is left may hold the relay's pipe open
+            relay.join(timeout=1.0)
+        finally:
+            self._sweep()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            if self.args.temp_dir:  # Ray's session files (its logs are in the pod's log too)
+                shutil.rmtree(self.args.temp_dir, ignore_errors=True)
+        return code
+
+    def _wait_for_head(self) -> dict[str, Any] | None:
+        started = last_note = time.monotonic()
+        head_path = state_file(self.state_dir, "head", "")
+        while not self.stopping:
+            head = read_states(self.state_dir).get(head_path.stem)
+            if head and head.get("run") == self.args.run and answers(int(head["ports"]["gcs"])):
+                return head
+            if time.monotonic() - last_note >= _WAIT_NOTE_EVERY:
+                last_note = time.monotonic()
+                waited = int(last_note - started)
+                print(f"ray_pod: waiting for the Ray head ({waited}s)", flush=True)
+            time.sleep(_POLL * 2)
+        return None
+
+    def _ports(self, head: dict[str, Any] | None) -> list[str]:
+        if head is None:
+            gcs, client, agent, node, dash = free_ports(5)
+            ports = {"gcs": gcs, "client": client, "agent": agent, "nodeManager": node}
+            flags = [f"--port={gcs}", f"--ray-client-server-port={client}"]
+            if self.args.dashboard:
+                ports["dashboard"] = dash
+                flags.append(f"--dashboard-port={dash}")
+        else:
+            agent, node = free_ports(2)
+            ports = {"agent": agent, "nodeManager": node}
+            flags = [f"--address=127.0.0.1:{int(head['ports']['gcs'])}"]
+        flags += [f"--dashboard-agent-listen-port={agent}", f"--node-manager-port={node}"]
+        self.record = {
+            "run": self.args.run,
+            "role": self.role,
+            "pod": self.args.pod,
+            "pid": os.getpid(),
+            "nodeIP": "127.0.0.1",
+            "ports": ports,
+            "readyPort": agent,  # the dashboard agent answers once its raylet has registered
+            "ready": False,
+        }
+        return flags
+
+    def _is_up(self, started: threading.Event) -> bool:
+        """``ray start`` said it now blocks (its node is registered) and the node answers."""
+        if not answers(self.record["readyPort"]):
+            self._answered_at = None
+            return False
+        if started.is_set():
+            return True
+        # A Ray that words its banner differently: trust the port once it has answered a while.
+        now = time.monotonic()
+        self._answered_at = self._answered_at or now
+        return now - self._answered_at >= _BANNER_FALLBACK
+
+    def _write(self, *, ready: bool) -> None:
+        self.record["ready"] = ready
+        self.record["time"] = time.time()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.record, sort_keys=True))
+        os.replace(tmp, self.path)
+
+    def _summary(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(self.record["ports"].items()))
+
+    def _stop(self, child: subprocess.Popen[bytes]) -> int:
+        """``ray start`` ends by itself (its code) or on our stop (it got SIGTERM with us).
+
+        A Ray that is still starting sits in a blocking call and handles SIGTERM only when that
+        returns, which can take most of the grace period: there is nothing to drain yet, so it
+        is killed at once. A started one gets ``--stop-after`` seconds to stop by itself.
+        """
+        if child.poll() is not None:
+            return child.returncode if not self.stopping else STOPPED_EXIT
+        # No second SIGTERM: the pod's group got one, and Ray's handler does not take two.
+        wait = self.args.stop_after if self.record.get("ready") else 0.0
+        deadline = time.monotonic() + wait
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(_POLL)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        return STOPPED_EXIT
+
+    def _sweep(self) -> None:
+        """SIGKILL what is left of Ray in this pod's session, and wait until it is gone."""
+        deadline = time.monotonic() + _SWEEP_TIMEOUT
+        left = _session_leftovers()
+        while left and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+            left = _session_leftovers()
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+
+
+def _relay(child: subprocess.Popen[bytes], started: threading.Event) -> None:
+    """Copy ``ray start``'s output to the pod's log; note the line saying it is up."""
+    assert child.stdout is not None
+    out = sys.stdout.buffer
+    for line in child.stdout:
+        if _BANNER in line:
+            started.set()
+        with contextlib.suppress(OSError):
+            out.write(line)
+            out.flush()
+
+
+def _session_leftovers() -> list[int]:
+    """Live processes of this session but this one and its ancestors (the pod's wrapper).
+
+    Only when the session is the pod's own (its leader is our parent, the runtime's ``setsid``
+    wrapper): run by hand from a terminal, the session is the terminal's, and nothing is swept.
+    """
+    sid, me = os.getsid(0), os.getpid()
+    if sid not in (os.getppid(), me):
+        return []
+    spared = {me, os.getppid()}
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in spared:
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            found.append(int(name))
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpuaas.runtimes.ray_pod")
+    parser.add_argument("role", choices=["head", "worker"])
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--pod", required=True)
+    parser.add_argument("--stop-after", type=float, default=10.0)
+    parser.add_argument("--dashboard", action="store_true")
+    parser.add_argument("--temp-dir", default="")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.ray = argv[split + 1 :]
+    launcher = _Launcher(args)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, launcher.on_signal)
+    return launcher.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
