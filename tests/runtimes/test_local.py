@@ -243,3 +243,26 @@ def _wait_log(runtime: LocalRuntime, key: str, text: str, timeout: float = 5.0) 
         runtime.poll()
         time.sleep(0.02)
     raise AssertionError(f"{text!r} not in the logs of {key}: {list(runtime.logs(key))}")
+
+
+def test_stop_also_kills_processes_that_left_the_pod_group(runtime: LocalRuntime) -> None:
+    """A child that ran setsid (as Ray's workers do) is still the pod's: stopped with it."""
+    runtime.start("ns/escape", [sh("setsid sleep 60 & exec sleep 60")])
+    deadline = time.monotonic() + 10
+    escaped: list[psutil.Process] = []
+    while time.monotonic() < deadline and not escaped:
+        escaped = [
+            p
+            for p in psutil.process_iter(["cmdline", "environ"])
+            if p.info["cmdline"] == ["sleep", "60"]
+            and os.getsid(p.pid) == p.pid
+            and any(
+                k == "GPUAAS_WORKLOAD" and v == "ns/escape"
+                for k, v in (p.info["environ"] or {}).items()
+            )
+        ]
+        time.sleep(0.05)
+    assert escaped, "the setsid child did not start"
+    runtime.stop("ns/escape", 1)
+    wait_for(runtime, EventKind.STOPPED, "ns/escape")
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in escaped)

@@ -342,9 +342,12 @@ class LocalRuntime:
             _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
 
     def _leftovers(self, pod: _Pod) -> list[int]:
+        """Processes of this pod still alive: its group, and anything that left the group
+        (``setsid``, as Ray's workers do) but still carries the pod's token."""
+        found = set(procs.processes_with_token(pod.record.token))
         if pod.group_known and pod.record.pgid is not None:
-            return procs.group_members(pod.record.pgid)
-        return procs.processes_with_token(pod.record.token)
+            found.update(procs.group_members(pod.record.pgid))
+        return sorted(found)
 
     def _adopt_pod(self, key: str, record: PodRecord) -> _Pod:
         pod = _Pod(record)
