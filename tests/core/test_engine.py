@@ -443,3 +443,32 @@ def test_min_runtime_protects_then_preemption_happens_when_it_runs_out() -> None
     c.schedule(30)
     assert c.workloads["default/prod"].phase == Phase.ADMITTED
     assert c.preempted_keys == {"default/young"}
+
+
+def test_preemptor_is_admitted_in_the_flavor_it_preempted_for() -> None:
+    """After preempting in flavor f1 (whenCanPreempt MayStopSearch), the preemptor's scan starts
+    over (Kueue clears the scan progress on a preemption), so it lands in f1, not in free f2."""
+    c = Cluster()
+    c.apply(flavor("f1"), 0)
+    c.apply(flavor("f2"), 0)
+    c.apply(
+        CQ("a")
+        .cohort("co")
+        .group(("f1", {"cpu": "4"}), ("f2", {"cpu": "4"}))
+        .preemption(reclaim="Any")
+        .fungibility(when_can_preempt="MayStopSearch")
+        .obj(),
+        0,
+    )
+    c.apply(CQ("b").cohort("co").group(("f1", {"cpu": "0"})).obj(), 0)
+    c.apply(local_queue("lq-a", "a"), 0)
+    c.apply(local_queue("lq-b", "b"), 0)
+    c.apply(WL("b-job").queue("lq-b").request(cpu="4").obj(), 0)
+    c.schedule(0)
+    assert c.workloads["default/b-job"].phase == Phase.ADMITTED
+    c.apply(WL("a-job").queue("lq-a").request(cpu="4").obj(), 1)
+    c.schedule(1)
+    adm = c.workloads["default/a-job"].admission
+    assert adm is not None and adm.pod_sets[0].flavors == {"cpu": "f1"}
+    assert c.preempted_keys == {"default/b-job"}
+    assert c.workloads["default/b-job"].phase == Phase.PENDING

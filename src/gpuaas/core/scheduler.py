@@ -184,6 +184,7 @@ class Scheduler:
             if any(t.workload.key in preempted for t in e.targets):
                 e.message = "Workload has overlapping preemption targets with another workload"
                 e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
+                e.state.last_tried = None  # Kueue's markSkipped drops the scan progress
                 continue
             for t in e.targets:
                 t.cq.node.remove_usages(t.workload.usage)
@@ -192,6 +193,7 @@ class Scheduler:
                     t.cq.node.add_usages(t.workload.usage)
                 e.message = "Workload no longer fits after processing another workload"
                 e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
+                e.state.last_tried = None  # Kueue's markSkipped drops the scan progress
                 continue
             for t in e.targets:
                 preempted[t.workload.key] = t
@@ -202,6 +204,7 @@ class Scheduler:
                 e.cq.node.add_usages(usage)
                 reserved.append((e.cq.node, usage))
                 e.preempting = True
+                e.state.last_tried = None  # as Kueue's markPreemptionOutcome
                 e.requeue_reason = REQUEUE_PENDING_PREEMPTION
                 e.message = (e.message + ". " if e.message else "") + (
                     f"Pending the preemption of {len(e.targets)} workload(s)"
