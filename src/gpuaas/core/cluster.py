@@ -81,6 +81,7 @@ class Cluster:
         # Workloads whose status may have changed since the caller last cleared this set: a
         # server persists only these instead of comparing every workload after each request.
         self.dirty: set[str] = set()
+        self.admitted_now: dict[str, int] = {}  # admissions per workload in this schedule() call
         # (time, cq): when a workload's minimum runtime runs out it becomes a preemption
         # candidate, so the CQ's cohort tree must be looked at again then.
         self._wakeups: list[tuple[float, str]] = []
@@ -417,7 +418,7 @@ class Cluster:
             _, name = heapq.heappop(self._wakeups)
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name])
-        admissions_at_start = {k: w.admission_count for k, w in self.workloads.items()}
+        self.admitted_now.clear()
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
             if not heads:
@@ -433,11 +434,7 @@ class Cluster:
                         e.cq.queue.blocked_at = self.version
             if self.instant_evictions:
                 self.life.complete_evictions(now)
-            if any(
-                w.admission_count - admissions_at_start.get(e.state.key, 0) > MAX_READMISSIONS
-                for e in heads
-                if (w := e.state)
-            ):
+            if any(self.admitted_now.get(e.state.key, 0) > MAX_READMISSIONS for e in heads):
                 # Policies that let two workloads evict each other in turn (possible with fair
                 # sharing, as in Kueue) would flap forever at one instant; stop and say so.
                 self._warnings.append(

@@ -164,6 +164,7 @@ class Lifecycle:
         wl.phase = Phase.ADMITTED
         wl.admitted_at = now
         wl.admission_count += 1
+        self.c.admitted_now[wl.key] = self.c.admitted_now.get(wl.key, 0) + 1
         wl.pending_reason = ""
         wl.last_tried = None
         cq.node.add_usages(wl.usage)

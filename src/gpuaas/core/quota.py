@@ -165,18 +165,20 @@ class QuotaNode:
 
 
 def _available(node: QuotaNode, fr: FlavorResource) -> int:
+    # Written out (no helper calls): this is the innermost loop of flavor assignment.
+    sq = node.subtree_quota.get(fr, 0)
+    used = node.usage.get(fr, 0)
     if node.parent is None:
-        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+        return sq - used
     parent_available = _available(node.parent, fr)
     q = node.quotas.get(fr)
-    if q is not None and q.borrowing_limit is not None:
-        lq = node.local_quota(fr)
-        stored_in_parent = node.subtree_quota.get(fr, 0) - lq
-        used_in_parent = max(0, node.usage.get(fr, 0) - lq)
-        parent_available = min(
-            stored_in_parent - used_in_parent + q.borrowing_limit, parent_available
-        )
-    return node.local_available(fr) + parent_available
+    if q is None:  # no quota here: nothing local, no limit on what comes from the parent
+        return parent_available
+    lq = 0 if q.lending_limit is None else max(0, sq - q.lending_limit)
+    if q.borrowing_limit is not None:
+        used_in_parent = used - lq if used > lq else 0
+        parent_available = min(sq - lq - used_in_parent + q.borrowing_limit, parent_available)
+    return (lq - used if lq > used else 0) + parent_available
 
 
 def quotas_of(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, ResourceQuota]:
