@@ -385,29 +385,49 @@ class Cluster:
         return sorted(entries, key=classical_order_key)
 
     def _pop_heads(self) -> list[Entry]:
+        """One head per active ClusterQueue, as Kueue's Heads().
+
+        A CQ whose head failed while nothing changed is *blocked*: popping it alone would fail
+        the same way, so when only blocked CQs are left the instant is settled. But while other
+        CQs have heads, blocked heads take part in the cycle as in Kueue, where they are popped
+        every cycle: a StrictFIFO head with no preemption candidates keeps reserving quota, and
+        a preemptor waiting for its victims keeps its usage, so that others cannot take it.
+        """
         if self._pending_requeue:
             self._flush_requeues()
         heads: list[Entry] = []
+        blocked: list[CQState] = []
         for name in sorted(self._ready):
             cq = self.cqs.get(name)
             if cq is None or not cq.active:
                 self._ready.discard(name)
                 continue
             if cq.queue.blocked_at == self.version:
-                self._ready.discard(name)
+                blocked.append(cq)
                 continue
-            key: str | None = None
-            if cq.sticky is not None and cq.sticky in cq.queue:
-                key = cq.sticky
-                cq.queue.remove(key)
+            entry = self._pop_head(cq)
+            if entry is None:
+                self._ready.discard(name)
             else:
-                key = cq.queue.pop()
-            if key is None:
-                self._ready.discard(name)
-                continue
-            root = id(cq.node.root())
-            heads.append(Entry(self.workloads[key], cq, self._requeue_gen.get(root, 0)))
+                heads.append(entry)
+        if heads:
+            for cq in blocked:
+                entry = self._pop_head(cq)
+                if entry is not None:
+                    heads.append(entry)
         return heads
+
+    def _pop_head(self, cq: CQState) -> Entry | None:
+        key: str | None = None
+        if cq.sticky is not None and cq.sticky in cq.queue:
+            key = cq.sticky
+            cq.queue.remove(key)
+        else:
+            key = cq.queue.pop()
+        if key is None:
+            return None
+        root = id(cq.node.root())
+        return Entry(self.workloads[key], cq, self._requeue_gen.get(root, 0))
 
     def schedule(self, now: float) -> list[Event]:
         """Run scheduling cycles until nothing changes at this instant; returns new events."""
@@ -425,13 +445,13 @@ class Cluster:
                 break
             version = self.version
             self._scheduler.cycle(heads, now)
-            if self.version == version:
-                # Nothing changed: a StrictFIFO head that failed, or a preemptor still waiting
-                # for its victims to stop, would fail the same way again. Block its CQ until
-                # the state changes, as Kueue's head would keep failing until then.
+            if self.version == version and all(e.requeued_immediately for e in heads):
+                # Nothing changed and every head went straight back to its heap (StrictFIFO, a
+                # preemptor waiting for its victims, a skipped entry): the next cycle would be
+                # this one again, as in Kueue where they keep failing. Block these CQs until
+                # the state changes. (If a head went inadmissible, the next cycle differs.)
                 for e in heads:
-                    if not e.admitted and (e.cq.queue.strict or e.preempting):
-                        e.cq.queue.blocked_at = self.version
+                    e.cq.queue.blocked_at = self.version
             if self.instant_evictions:
                 self.life.complete_evictions(now)
             if any(self.admitted_now.get(e.state.key, 0) > MAX_READMISSIONS for e in heads):
@@ -465,6 +485,7 @@ class Cluster:
                     e.assignment is not None and e.assignment.pending_flavors()
                 ):
                     immediate = True
+        e.requeued_immediately = immediate
         self._push(wl, inadmissible=not immediate)
 
     # --- queries -------------------------------------------------------------------------

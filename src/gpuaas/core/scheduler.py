@@ -41,6 +41,7 @@ class Entry:
     requeue_reason: str = ""
     admitted: bool = False
     preempting: bool = False
+    requeued_immediately: bool = False  # back in the active heap: it will be the head again
 
 
 _SearchKey = tuple[frozenset[FlavorResource], frozenset[tuple[FlavorResource, int]]]

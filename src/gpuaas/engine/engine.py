@@ -27,7 +27,7 @@ from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import ClusterQueue, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, ray_status, render
+from gpuaas.engine import documents, queries, ray_status, render
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
 from gpuaas.engine.watch import WatchHub
@@ -278,23 +278,7 @@ class Engine:
                 continue  # as Kubernetes aggregates a repeated event
             self._last_event[ev.object] = sig
             self._event_id += 1
-            ns = ""
-            if ev.workload:
-                ns = ev.workload.partition("/")[0]
-            elif "/" in ev.object:
-                ns = ev.object.split(" ", 1)[-1].partition("/")[0]
-            rec = EventRecord(
-                self._event_id,
-                ev.time,
-                ns,
-                ev.type,
-                ev.reason,
-                ev.object,
-                ev.message,
-                ev.workload,
-                ev.related,
-            )
-            batch.writes.append(AppendEvent(rec))
+            batch.writes.append(AppendEvent(render.event_record(self._event_id, ev)))
 
     def tick(self) -> None:
         """Schedule at the current time; the server calls this about once a second."""
@@ -373,80 +357,22 @@ class Engine:
             doc["status"] = self._cq_status(rec.key.name)
         else:
             cq = str((rec.doc.get("spec") or {}).get("clusterQueue", ""))
-            pending = admitted = 0
-            for st in self.cluster.workloads.values():
-                wl = st.workload
-                if wl.namespace != rec.key.namespace or wl.queue_name != rec.key.name:
-                    continue
-                if st.phase == Phase.PENDING:
-                    pending += 1
-                elif st.phase in (Phase.ADMITTED, Phase.EVICTING):
-                    admitted += 1
-            doc["status"] = {
-                "pendingWorkloads": pending,
-                "reservingWorkloads": admitted,
-                "admittedWorkloads": admitted,
-                "clusterQueue": cq,
-            }
+            doc["status"] = queries.local_queue_status(
+                self.cluster, rec.key.namespace, rec.key.name, cq
+            )
         return doc
 
-    def _counts(self) -> dict[str, tuple[int, int]]:
-        counts: dict[str, list[int]] = {}
-        for st in self.cluster.workloads.values():
-            if st.cluster_queue is None:
-                continue
-            c = counts.setdefault(st.cluster_queue, [0, 0])
-            if st.phase == Phase.PENDING:
-                c[0] += 1
-            elif st.phase in (Phase.ADMITTED, Phase.EVICTING):
-                c[1] += 1
-        return {k: (v[0], v[1]) for k, v in counts.items()}
-
     def _core_cq(self, name: str) -> ClusterQueue | None:
-        rec = self.objects.get(ObjectKey(BY_KIND["ClusterQueue"].gk, "", name))
-        if rec is None:
-            return None
-        try:
-            obj = parse_object(rec.doc)
-        except ManifestError:
-            return None
-        return obj if isinstance(obj, ClusterQueue) else None
+        return queries.core_cq(self.cluster, name)
 
     def _cq_status(self, name: str) -> JsonDoc:
-        cq = self._core_cq(name)
-        if cq is None:
-            return {}
-        pending, admitted = self._counts().get(name, (0, 0))
-        usage = self.cluster.cluster_queue_usage(name)
-        return render.cluster_queue_status(cq, usage, pending, admitted, self.cluster.warnings())
+        return queries.cq_status(self.cluster, name)
 
     def cluster_queue_summary(self) -> list[JsonDoc]:
         """Per ClusterQueue: cohort, quotas and limits, usage, pending and admitted counts."""
         with self._lock:
-            counts = self._counts()
-            out: list[JsonDoc] = []
-            for key in sorted(
-                (k for k in self.objects if k.gk == BY_KIND["ClusterQueue"].gk),
-                key=lambda k: k.name,
-            ):
-                cq = self._core_cq(key.name)
-                if cq is None:
-                    continue
-                usage = self.cluster.cluster_queue_usage(cq.name)
-                pending, admitted = counts.get(cq.name, (0, 0))
-                warnings = [w for w in self.cluster.warnings() if cq.name in w]
-                out.append(
-                    {
-                        "name": cq.name,
-                        "cohort": cq.cohort,
-                        "active": not warnings,
-                        "warnings": warnings,
-                        "pendingWorkloads": pending,
-                        "admittedWorkloads": admitted,
-                        "resources": render.quota_summary(cq, usage),
-                    }
-                )
-            return out
+            names = [k.name for k in self.objects if k.gk == BY_KIND["ClusterQueue"].gk]
+            return queries.cluster_queue_summary(self.cluster, names)
 
     def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
         return self.store.events(namespace=namespace, obj=obj)

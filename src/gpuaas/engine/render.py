@@ -12,7 +12,8 @@ from typing import Any
 
 from gpuaas.core.objects import ClusterQueue, Workload
 from gpuaas.core.quantity import format_quantity
-from gpuaas.core.state import Admission, PodSetAssignment, WorkloadState
+from gpuaas.core.state import Admission, Event, PodSetAssignment, WorkloadState
+from gpuaas.store import EventRecord
 
 JsonDoc = dict[str, Any]
 
@@ -235,3 +236,15 @@ def quota_summary(cq: ClusterQueue, usage: dict[tuple[str, str], int]) -> list[J
                     }
                 )
     return out
+
+
+def event_record(event_id: int, ev: Event) -> EventRecord:
+    """A core event as the store keeps it, with the namespace it belongs to."""
+    ns = ""
+    if ev.workload:
+        ns = ev.workload.partition("/")[0]
+    elif "/" in ev.object:
+        ns = ev.object.split(" ", 1)[-1].partition("/")[0]
+    return EventRecord(
+        event_id, ev.time, ns, ev.type, ev.reason, ev.object, ev.message, ev.workload, ev.related
+    )
