@@ -275,11 +275,12 @@ class FlavorAssigner:
             if flavor is None:
                 reasons.append(f"flavor {fname} not found")
                 continue
-            taint = untolerated_taint(flavor, ps)
-            if taint is not None:
-                reasons.append(f"untolerated taint {taint} in flavor {fname}")
-                continue
-            if not matches_node_affinity(flavor, ps):
+            if flavor.node_taints:
+                taint = untolerated_taint(flavor, ps)
+                if taint is not None:
+                    reasons.append(f"untolerated taint {taint} in flavor {fname}")
+                    continue
+            if (ps.node_selector or ps.required_affinity) and not matches_node_affinity(flavor, ps):
                 reasons.append(f"flavor {fname} doesn't match node affinity")
                 continue
             choices: dict[str, FlavorChoice] = {}
@@ -289,7 +290,9 @@ class FlavorAssigner:
                 pmode, borrow, why = self._fits_quota(fr, assigned.get(fr, 0), val)
                 if why:
                     reasons.append(why)
-                if _is_preferred(
+                # The worst mode across the group's resources represents the flavor; a plain
+                # fit without borrowing never changes it (the common case, skipped cheaply).
+                if (pmode != PMode.FIT or borrow) and _is_preferred(
                     rep_mode, rep_borrow, pmode, borrow, self.cq.flavor_fungibility.preference
                 ):
                     rep_mode, rep_borrow = pmode, borrow
@@ -315,6 +318,9 @@ class FlavorAssigner:
         available = node.available(fr)
         val = assumed + request
         if val <= available:  # available never exceeds potential_available: a fit needs no more
+            q = node.quotas.get(fr)
+            if q is not None and node.usage.get(fr, 0) + val <= q.nominal:
+                return PMode.FIT, 0, ""  # within nominal: borrowing level 0
             return PMode.FIT, lowest_subtree_that_fits(node, fr, val)[0], ""
         max_capacity = node.potential_available(fr)
         flavor, res = fr
