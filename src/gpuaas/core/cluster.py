@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from gpuaas.core.cache import CQState
 from gpuaas.core.config import SchedulerConfig
+from gpuaas.core.errors import ApplyError
+from gpuaas.core.fairsharing import FairPreemption, fair_order
 from gpuaas.core.lifecycle import Lifecycle
 from gpuaas.core.objects import (
     ClusterQueue,
@@ -28,39 +30,13 @@ from gpuaas.core.objects import (
     WorkloadPriorityClass,
 )
 from gpuaas.core.preemption import ClassicalPreemption, PreemptionSearch
+from gpuaas.core.queues import ClusterQueueQueue
 from gpuaas.core.quota import QuotaNode, quotas_of, recompute_tree
 from gpuaas.core.scheduler import Entry, Scheduler, classical_order_key
 from gpuaas.core.state import Admission, Event, Phase, WorkloadState
 
 MAX_CYCLES_PER_INSTANT = 20_000
 MAX_READMISSIONS = 5  # admissions of one workload within one instant before it counts as flapping
-
-
-class ApplyError(ValueError):
-    """An update the engine refuses (as Kueue's webhooks would), with the field and reason."""
-
-    def __init__(self, obj: str, field: str, reason: str) -> None:
-        super().__init__(f"{obj}: {field}: {reason}")
-        self.obj, self.field, self.reason = obj, field, reason
-
-
-def shape_of(wl: Workload, priority: int) -> object:
-    """The scheduling-equivalence key (Kueue's scheduling hash inputs)."""
-    return (
-        priority,
-        tuple(
-            (
-                ps.name,
-                ps.count,
-                ps.min_count,
-                tuple(sorted(ps.requests.items())),
-                tuple(sorted(ps.node_selector.items())),
-                ps.tolerations,
-                ps.required_affinity,
-            )
-            for ps in wl.pod_sets
-        ),
-    )
 
 
 class Cluster:
@@ -314,8 +290,6 @@ class Cluster:
                     self._ready.add(member.name)
 
     def _rebuild_queue(self, cq: CQState, strict: bool) -> None:
-        from gpuaas.core.queues import ClusterQueueQueue
-
         keys = list(cq.queue.keys())
         cq.queue = ClusterQueueQueue(strict=strict)
         for key in keys:
@@ -369,8 +343,6 @@ class Cluster:
     # --- scheduling ------------------------------------------------------------------------
     def preemption_search(self) -> PreemptionSearch:
         if self.config.fair_sharing:
-            from gpuaas.core.fairsharing import FairPreemption
-
             return FairPreemption(self.cqs, self.config, cohort_weights=self._cohort_weights())
         return ClassicalPreemption(self.cqs)
 
@@ -379,8 +351,6 @@ class Cluster:
 
     def order_entries(self, entries: list[Entry]) -> list[Entry]:
         if self.config.fair_sharing:
-            from gpuaas.core.fairsharing import fair_order
-
             return fair_order(entries, cohort_weights=self._cohort_weights())
         return sorted(entries, key=classical_order_key)
 
@@ -578,3 +548,6 @@ class Cluster:
         if wl.cluster_queue is not None and wl.cluster_queue in self.cqs:
             self.cqs[wl.cluster_queue].queue.remove(wl.key)
         self.life.mark_admitted(wl, cq, admission, admitted_at, restored=True)
+
+
+__all__ = ["ApplyError", "Cluster"]

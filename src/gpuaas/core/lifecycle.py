@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuaas.core.errors import ApplyError
 from gpuaas.core.objects import Workload
 from gpuaas.core.preemption import HUMAN_REASONS
+from gpuaas.core.queues import shape_of
 from gpuaas.core.state import Admission, Event, Phase, PodSetAssignment, WorkloadState
 
 if TYPE_CHECKING:
@@ -60,8 +62,6 @@ class Lifecycle:
         return 0
 
     def apply_workload(self, w: Workload, now: float) -> None:
-        from gpuaas.core.cluster import ApplyError, shape_of
-
         self.c._refresh_structure()
         old = self.c.workloads.get(w.key)
         if old is None:

@@ -15,7 +15,28 @@ import heapq
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 
+from gpuaas.core.objects import Workload
+
 SortKey = tuple[int, float, int]  # (-priority, queue-order timestamp, uid)
+
+
+def shape_of(wl: Workload, priority: int) -> object:
+    """The scheduling-equivalence key (Kueue's scheduling hash inputs)."""
+    return (
+        priority,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.tolerations,
+                ps.required_affinity,
+            )
+            for ps in wl.pod_sets
+        ),
+    )
 
 
 @dataclass(slots=True)
