@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
-from dashboard_helpers import GPUAAS, apply_seed, namespace_token
+from dashboard_helpers import GPUAAS, KUEUE, apply_seed, namespace_token
 
 from gpuaas.api.testing import ServerProcess
 
@@ -83,6 +84,8 @@ def test_summary_shows_the_seed_preemption(plain_server: ServerProcess) -> None:
     assert [g["workload"] for g in s["gpus"]["gpus"]] == ["team-a/team-a-job"] * 2
     flavors = {f["name"]: f for f in s["flavors"]}
     assert flavors["gpu-flavor"]["clusterQueues"] == ["team-a-cq", "team-b-cq"]
+    # seed 004's flavors declare no labels or taints: this server's own node serves both
+    assert [n["matches"] for f in flavors.values() for n in f["nodes"]] == [True, True]
     assert any(e["reason"] == "Preempted" for e in s["events"])
     assert s["totals"]["admitted"] == 1 and s["totals"]["evicted"] == 1
 
@@ -135,3 +138,60 @@ def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> 
     first = next(when for when, s in got if "team-a/team-a-job" in by_key(s))
     assert first - started < 1.0, f"the change was pushed {first - started:.2f}s after it"
     assert by_key(got[-1][1])["team-b/team-b-job"]["state"] == "Evicted"
+
+
+NODE_CONFIG = """\
+name: dash-node
+labels: {gpuaas.dev/pool: training}
+taints: [{key: dedicated, value: ml, effect: NoSchedule}]
+"""
+ML_TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+# flavor -> (spec, matches, the reason when it does not)
+FLAVOR_CASES: dict[str, tuple[dict[str, Any], bool, str | None]] = {
+    "training": (
+        {"nodeLabels": {"gpuaas.dev/pool": "training"}, "tolerations": [ML_TOLERATION]},
+        True,
+        None,
+    ),
+    "inference": (
+        {"nodeLabels": {"gpuaas.dev/pool": "inference"}, "tolerations": [ML_TOLERATION]},
+        False,
+        "flavor inference needs label gpuaas.dev/pool=inference, node has 'training'",
+    ),
+    "untolerating": (
+        {"nodeLabels": {"gpuaas.dev/pool": "training"}},
+        False,
+        "untolerated taint dedicated=ml:NoSchedule on the node (untolerating)",
+    ),
+}
+
+
+def test_flavors_list_the_matching_node_and_its_gpus(tmp_path: Path) -> None:
+    """--runtime none (ServerProcess's default) still knows its node: labels, taints, GPUs."""
+    config = tmp_path / "node.yaml"
+    config.write_text(NODE_CONFIG)
+    extra = ("--fake-gpus", "2:NVIDIA-L4", "--node-config", str(config))
+    with ServerProcess(tmp_path / "data", extra=extra) as srv, srv.client() as c:
+        for name, (spec, _, _) in FLAVOR_CASES.items():
+            doc = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+                   "metadata": {"name": name}, "spec": spec}  # fmt: skip
+            assert c.post(f"{KUEUE}/resourceflavors", json=doc).status_code == 201
+        s = c.get(f"{DASH}/summary").json()
+        # cluster-scoped: a namespace token sees the same flavors and node
+        other = c.get(f"{DASH}/summary", params={"token": namespace_token(c, "team-b")}).json()
+    (node,) = s["nodes"]
+    assert node["name"] == "dash-node" and node["gpus"] == 2
+    assert node["labels"]["gpuaas.dev/pool"] == "training"
+    assert node["labels"]["nvidia.com/gpu.count"] == "2"
+    flavors = {f["name"]: f for f in s["flavors"]}
+    assert set(flavors) == set(FLAVOR_CASES)
+    for name, (_, matches, reason) in FLAVOR_CASES.items():
+        (m,) = flavors[name]["nodes"]
+        assert (m["name"], m["matches"], m["reason"]) == ("dash-node", matches, reason), name
+        want = [
+            {"index": i, "uuid": f"GPU-fake-{i:04d}-0000-0000-000000000000", "model": "NVIDIA-L4"}
+            for i in range(2)
+        ]
+        assert m["gpus"] == (want if matches else []), name
+    assert other["principal"]["admin"] is False
+    assert (other["flavors"], other["nodes"]) == (s["flavors"], s["nodes"])

@@ -67,9 +67,19 @@ def test_preemption_shows_live_without_reload(
     page.goto(server.url + "/#/overview")
     page.locator(".events li.preempt").first.wait_for(timeout=5_000)
     page.screenshot(path=str(artifacts / "03-overview-after.png"), full_page=True)
+    with server.client() as c:  # a flavor this node cannot serve, for the Flavors page
+        h100 = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+                "metadata": {"name": "h100-flavor"},
+                "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100"}}}  # fmt: skip
+        assert c.post("/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=h100).status_code == 201
     for name in ("clusterqueues", "cohorts", "localqueues", "flavors", "gpus"):
         page.goto(f"{server.url}/#/{name}")
         page.wait_for_selector("main h1")
+        if name == "flavors":  # seed 004's two flavors fit this node (4 fake GPUs); H100 does not
+            page.locator('.node-match[data-matches="false"]').wait_for(timeout=5_000)
+            assert page.locator('.node-match[data-matches="true"]').count() == 2
+            assert "needs label nvidia.com/gpu.product=NVIDIA-H100" in page.inner_text("main")
+            assert page.locator(".node-match.ok .node-gpus li").count() == 8
         page.screenshot(path=str(artifacts / f"04-{name}.png"), full_page=True)
     # the GPU panel (fake GPUs, live pinning) names team-a-job as the holder of two GPUs
     held = page.locator(".gpu", has_text="team-a/team-a-job")

@@ -21,6 +21,7 @@ from gpuaas.api.body import DEFAULT_MAX_BODY, BodyError
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.tokens import Tokens
+from gpuaas.inventory import NodeInventory
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,13 @@ def status_response(code: int, message: str, reason: str | None = None) -> JSONR
     )
 
 
-def create_app(engine: Engine, tokens: Tokens, *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+def create_app(
+    engine: Engine,
+    tokens: Tokens,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    node: NodeInventory | None = None,
+) -> FastAPI:
     app = FastAPI(
         title="gpuaas",
         version=__version__,
@@ -60,6 +67,7 @@ def create_app(engine: Engine, tokens: Tokens, *, max_body: int = DEFAULT_MAX_BO
     app.state.engine = engine
     app.state.tokens = tokens
     app.state.max_body = max_body
+    app.state.node = node  # this server's node inventory (the dashboard matches flavors to it)
 
     @app.exception_handler(EngineError)
     async def _engine_error(_: Request, exc: EngineError) -> Response:

@@ -27,6 +27,7 @@ from gpuaas.api.auth import AuthError, Principal, authenticate
 from gpuaas.api.dashboard_view import UsageHistory, build_summary
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.tokens import Tokens
+from gpuaas.inventory import NodeInventory
 from gpuaas.store import Change
 
 DASHBOARD = "/apis/gpuaas.dev/v1alpha1/dashboard"
@@ -118,7 +119,7 @@ def _sse(event: str, data: Any) -> bytes:
 
 
 async def _stream(
-    engine: Engine, principal: Principal, history: UsageHistory
+    engine: Engine, principal: Principal, history: UsageHistory, node: NodeInventory | None
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
@@ -134,7 +135,7 @@ async def _stream(
     try:
         yield b"retry: 1000\n\n"
         while True:
-            summary = await run_in_threadpool(build_summary, engine, principal, history)
+            summary = await run_in_threadpool(build_summary, engine, principal, history, node)
             yield _sse("summary", summary)
             try:
                 await asyncio.wait_for(changed.wait(), REFRESH_S)
@@ -148,6 +149,7 @@ async def _stream(
 
 def install(app: FastAPI) -> None:
     engine: Engine = app.state.engine
+    node: NodeInventory | None = app.state.node
     history = UsageHistory()
     history.sample(engine)
     app.state.dashboard_history = history
@@ -165,13 +167,13 @@ def install(app: FastAPI) -> None:
     @router.get(f"{DASHBOARD}/summary", tags=["gpuaas"], operation_id="dashboard_summary")
     async def _summary(request: Request) -> Response:
         p = await principal_of(request)
-        return JSONResponse(await run_in_threadpool(build_summary, engine, p, history))
+        return JSONResponse(await run_in_threadpool(build_summary, engine, p, history, node))
 
     @router.get(f"{DASHBOARD}/stream", tags=["gpuaas"], operation_id="dashboard_stream")
     async def _live(request: Request) -> Response:
         p = await principal_of(request)
         return StreamingResponse(
-            _stream(engine, p, history),
+            _stream(engine, p, history, node),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

@@ -3,8 +3,9 @@
 ``build_summary`` reads the engine's live state once, under the engine's lock, and shapes it for
 the page: totals, the cohort tree with per-resource utilization, ClusterQueues with their quotas
 and preemption policies, LocalQueues, workloads (state, priority, flavors, preemptor, position,
-why pending), flavors, recent events and the GPU panel. Namespaced things are filtered to the
-caller's namespaces exactly as the API filters them; cluster-scoped objects are shown to everyone.
+why pending), flavors with the nodes that serve them (or why not), recent events and the GPU
+panel. Namespaced things are filtered to the caller's namespaces exactly as the API filters them;
+cluster-scoped objects (flavors, the node inventory) are shown to everyone.
 ``UsageHistory`` is a bounded ring of per-ClusterQueue usage samples for the sparklines. This
 module reads and shapes; it never changes the engine or decides anything about admission.
 """
@@ -14,19 +15,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gpuaas.api.auth import Principal
 from gpuaas.api.extras import event_doc
 from gpuaas.core.cluster import Cluster
-from gpuaas.core.objects import ClusterQueue, ResourceGroup
+from gpuaas.core.objects import ClusterQueue, ResourceFlavor, ResourceGroup
 from gpuaas.core.quantity import format_quantity
 from gpuaas.core.state import Phase, WorkloadState
 from gpuaas.engine import telemetry_bridge
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.kinds import BY_KIND
 from gpuaas.engine.telemetry_view import holders
+from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.store import EventRecord
 
 JsonDoc = dict[str, Any]
@@ -285,7 +287,31 @@ def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc
     return out
 
 
-def _flavors(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
+def _node_matches(rf: ResourceFlavor, nodes: Iterable[NodeInventory]) -> list[JsonDoc]:
+    """Per node: could a pod admitted with ``rf`` land there, and if so on which GPUs.
+
+    Only the flavor's own labels, taints and tolerations are weighed; a workload's pod
+    tolerations or nodeSelector may narrow (or widen) this further.
+    """
+    out: list[JsonDoc] = []
+    for node in nodes:
+        match = flavor_matches_node(rf, node.labels, node.taints)
+        out.append(
+            {
+                "name": node.name,
+                "matches": match.ok,
+                "reason": match.reason or None,
+                "gpus": [{"index": g.index, "uuid": g.uuid, "model": g.model} for g in node.gpus]
+                if match.ok
+                else [],
+            }
+        )
+    return out
+
+
+def _flavors(
+    cluster: Cluster, specs: dict[str, ClusterQueue], nodes: Sequence[NodeInventory]
+) -> list[JsonDoc]:
     out: list[JsonDoc] = []
     for name in sorted(cluster.flavors):
         rf = cluster.flavors[name]
@@ -313,6 +339,7 @@ def _flavors(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
                 ],
                 "clusterQueues": sorted(set(using)),
                 "resources": resources,
+                "nodes": _node_matches(rf, nodes),
             }
         )
     return out
@@ -387,8 +414,14 @@ def _events(engine: Engine, principal: Principal) -> list[JsonDoc]:
     return [event_doc(r) for r in records[-RECENT_EVENTS:]][::-1]
 
 
-def build_summary(engine: Engine, principal: Principal, history: UsageHistory) -> JsonDoc:
-    """Everything the dashboard's pages show, filtered to what ``principal`` may read."""
+def build_summary(
+    engine: Engine, principal: Principal, history: UsageHistory, node: NodeInventory | None = None
+) -> JsonDoc:
+    """Everything the dashboard's pages show, filtered to what ``principal`` may read.
+
+    ``node`` is the server's own node inventory; without one no flavor lists a matching node.
+    """
+    nodes = [node] if node is not None else []
 
     def visible(ns: str) -> bool:
         return principal.admin or ns in principal.namespaces
@@ -399,7 +432,7 @@ def build_summary(engine: Engine, principal: Principal, history: UsageHistory) -
         cqs, specs = _cluster_queues(engine, cluster, history)
         cohorts = _cohorts(cluster, specs)
         workloads = _workloads(cluster, visible)
-        flavors = _flavors(cluster, specs)
+        flavors = _flavors(cluster, specs, nodes)
         lqs, _ = engine.list_objects(BY_KIND["LocalQueue"], principal.namespace_filter())
         gpus = gpu_panel(engine, workloads, visible)
     events = _events(engine, principal)
@@ -442,6 +475,15 @@ def build_summary(engine: Engine, principal: Principal, history: UsageHistory) -
         ],
         "workloads": workloads,
         "flavors": flavors,
+        "nodes": [
+            {
+                "name": n.name,
+                "labels": dict(n.labels),
+                "gpus": len(n.gpus),
+                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in n.taints],
+            }
+            for n in nodes
+        ],
         "events": events,
         "gpus": gpus,
     }

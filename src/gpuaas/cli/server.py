@@ -92,6 +92,8 @@ def serve(
     from gpuaas.engine.tokens import Tokens
     from gpuaas.inventory import InventoryError, detect_node
     from gpuaas.store import StoreError, open_store
+    from gpuaas.telemetry.usage_store import UsageStoreError
+    from gpuaas.telemetry.usage_store_postgres import is_postgres_url
 
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("give both --tls-cert and --tls-key, or neither")
@@ -101,7 +103,7 @@ def serve(
     url = db or f"sqlite:///{data_dir / 'gpuaas.db'}"
     try:
         bridge = _local_runtime(data_dir, fake_gpus, node_config) if runtime == "local" else None
-        node_gpus = detect_node(fake_gpus, node_config).gpus  # telemetry's GPUs
+        node = detect_node(fake_gpus, node_config)  # telemetry's GPUs; the dashboard's node
         store = open_store(url)
     except (InventoryError, RuntimeRequestError) as exc:
         typer.echo(f"gpuaas server: {exc}", err=True)
@@ -122,10 +124,18 @@ def serve(
     for problem in engine.restore_problems:
         typer.echo(f"gpuaas server: warning: {problem}", err=True)
     owners = bridge.runtime.gpu_owners if bridge is not None else None
-    telemetry = install_telemetry(
-        engine, usage_db=data_dir / "usage.db", gpus=node_gpus,
-        interval_seconds=telemetry_interval, owners=owners,
-    )  # fmt: skip
+    # Usage goes to the server's own database: PostgreSQL when --db is, else DATA_DIR/usage.db.
+    usage_db = db if db is not None and is_postgres_url(db) else data_dir / "usage.db"
+    try:
+        telemetry = install_telemetry(
+            engine, usage_db=usage_db, gpus=node.gpus,
+            interval_seconds=telemetry_interval, owners=owners,
+        )  # fmt: skip
+    except UsageStoreError as exc:
+        engine.close()
+        store.close()
+        typer.echo(f"gpuaas server: {exc}", err=True)
+        raise typer.Exit(2) from exc
     tokens = Tokens(store, engine.committer)
     token_path = tokens.ensure_admin(data_dir)
     typer.echo(f"admin token: {token_path}")
@@ -152,7 +162,7 @@ def serve(
 
     thread = threading.Thread(target=ticker, name="gpuaas-tick", daemon=True)
     thread.start()
-    app = create_app(engine, tokens, max_body=max_body)
+    app = create_app(engine, tokens, max_body=max_body, node=node)
     # uvicorn re-raises SIGTERM once it has shut down; turn it into an exception so the
     # ``finally`` below still runs and stops the pods (the default action would just exit).
     signal.signal(signal.SIGTERM, _terminated)

@@ -46,7 +46,6 @@ from gpuaas.telemetry import (
     Sampler,
     SimulatedCollector,
     SimulatedGpu,
-    SqliteUsageStore,
     TelemetryInputError,
     UsageLedger,
     UsageRow,
@@ -56,6 +55,7 @@ from gpuaas.telemetry import (
     profile_from_annotations,
     usage_report,
 )
+from gpuaas.telemetry.usage_store import open_usage_store
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -169,8 +169,9 @@ class TelemetryBridge:
 
     def close(self) -> None:
         self._close_collector()
-        if isinstance(self.ledger.store, SqliteUsageStore):
-            self.ledger.store.close()
+        close = getattr(self.ledger.store, "close", None)  # SQLite and PostgreSQL have one
+        if callable(close):
+            close()
 
     # -- EngineObserver --------------------------------------------------------------------------
     def on_tick(self, engine: Engine, now: float) -> None:
@@ -337,11 +338,12 @@ def install(
     interval_seconds: float | None = None,
     owners: Callable[[], Owners] | None = None,
 ) -> TelemetryBridge:
-    """The server's wiring: a durable ledger in SQLite at ``usage_db``, attached to ``engine``."""
+    """The server's wiring: a durable ledger at ``usage_db`` (a SQLite path, or a PostgreSQL URL:
+    the server's own database), attached to ``engine``. Raises ``UsageStoreError``."""
     bridge = TelemetryBridge(
         gpus=gpus,
         interval_seconds=interval_seconds,
-        usage_store=SqliteUsageStore(usage_db),
+        usage_store=open_usage_store(usage_db),
         owners=owners,
     )
     return bridge.attach(engine)

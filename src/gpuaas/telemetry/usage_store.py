@@ -1,9 +1,10 @@
 """Durable usage intervals: the ``UsageStore`` port, its in-memory fake and SQLite.
 
 This module owns how usage intervals survive a restart. The port is three methods; an interval
-is identified by (workload key, start), so writing it again when it closes is an upsert. It
-computes no totals (``telemetry.accounting`` does) and opens no network connection; the
-PostgreSQL adapter belongs with the store package.
+is identified by (workload key, start), so writing it again when it closes is an upsert.
+``open_usage_store`` picks the adapter: PostgreSQL (``telemetry.usage_store_postgres``, the only
+module here that opens a network connection) for a ``postgresql://`` URL, else a SQLite file. It
+computes no totals (``telemetry.accounting`` does).
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import json
 import math
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from gpuaas.telemetry.accounting import UsageInterval
+
+
+class UsageStoreError(Exception):
+    """The usage store cannot be opened, read or written; the message names it."""
 
 
 class UsageStore(Protocol):
@@ -69,7 +75,16 @@ CREATE TABLE IF NOT EXISTS usage_intervals (
 CREATE INDEX IF NOT EXISTS usage_intervals_open ON usage_intervals ("end");
 """
 
-_COLUMNS = 'workload_key, start, "end", namespace, local_queue, cluster_queue, usage'
+COLUMNS = 'workload_key, start, "end", namespace, local_queue, cluster_queue, usage'
+
+
+def open_usage_store(target: str | Path) -> UsageStore:
+    """PostgreSQL for a ``postgresql://`` URL (``?schema=`` honoured), else a SQLite file."""
+    from gpuaas.telemetry.usage_store_postgres import PostgresUsageStore, is_postgres_url
+
+    if isinstance(target, str) and is_postgres_url(target):
+        return PostgresUsageStore(target)
+    return SqliteUsageStore(target)
 
 
 class SqliteUsageStore:
@@ -88,10 +103,10 @@ class SqliteUsageStore:
             self._db.close()
 
     def put(self, interval: UsageInterval) -> None:
-        usage = json.dumps([list(u) for u in interval.usage])
+        usage = encode_usage(interval)
         with self._lock:
             self._db.execute(
-                f"INSERT INTO usage_intervals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO usage_intervals ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 'ON CONFLICT (workload_key, start) DO UPDATE SET "end" = excluded."end", '
                 "namespace = excluded.namespace, local_queue = excluded.local_queue, "
                 "cluster_queue = excluded.cluster_queue, usage = excluded.usage",
@@ -111,23 +126,37 @@ class SqliteUsageStore:
         hi = math.inf if until is None else until
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM usage_intervals "
+                f"SELECT {COLUMNS} FROM usage_intervals "
                 'WHERE start < ? AND ("end" IS NULL OR "end" > ?) ORDER BY start, workload_key',
                 (hi, lo),
             ).fetchall()
-        return [_row(r) for r in rows]
+        return [interval_from_row(r) for r in rows]
 
     def open_intervals(self) -> list[UsageInterval]:
         with self._lock:
             rows = self._db.execute(
-                f'SELECT {_COLUMNS} FROM usage_intervals WHERE "end" IS NULL '
+                f'SELECT {COLUMNS} FROM usage_intervals WHERE "end" IS NULL '
                 "ORDER BY start, workload_key"
             ).fetchall()
-        return [_row(r) for r in rows]
+        return [interval_from_row(r) for r in rows]
 
 
-def _row(r: tuple[str, float, float | None, str, str, str, str]) -> UsageInterval:
-    usage = tuple((str(f), str(res), int(q)) for f, res, q in json.loads(r[6]))
+def encode_usage(interval: UsageInterval) -> str:
+    """The ``usage`` column: JSON ``[[flavor, resource, quantity], ...]``."""
+    return json.dumps([list(u) for u in interval.usage])
+
+
+def interval_from_row(r: Sequence[object]) -> UsageInterval:
+    """A row selected as ``COLUMNS`` (both SQL adapters)."""
+    usage = tuple((str(f), str(res), int(q)) for f, res, q in json.loads(str(r[6])))
+    end = r[2]
     return UsageInterval(
-        r[0], r[3], r[4], r[5], float(r[1]), None if r[2] is None else float(r[2]), usage
-    )
+        str(r[0]), str(r[3]), str(r[4]), str(r[5]), _float(r[1]),
+        None if end is None else _float(end), usage,
+    )  # fmt: skip
+
+
+def _float(value: object) -> float:
+    if not isinstance(value, int | float):
+        raise UsageStoreError(f"usage store: expected a number, got {value!r}")
+    return float(value)

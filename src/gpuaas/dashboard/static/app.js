@@ -483,9 +483,23 @@ function renderFlavors(s) {
     <dt>Tolerations</dt><dd class="chips">${f.tolerations.map((t) => `<span class="chip">${h(t.key || "*")} ${h(t.operator)} ${h(t.value)} ${h(t.effect)}</span>`).join("") || `<span class="muted">none</span>`}</dd>
     <dt>Resources</dt><dd class="chips">${f.resources.map((r) => `<span class="chip">${h(r)}</span>`).join("") || `<span class="muted">none</span>`}</dd>
     <dt>Cluster queues</dt><dd class="chips">${f.clusterQueues.map((q) => `<span class="chip">${h(q)}</span>`).join("") || `<span class="muted">unused</span>`}</dd>
-    <dt>GPUs</dt><dd>${flavorGpus(s, f, gpusBy)}</dd>
-  </dl></div>`).join("");
+    <dt>GPUs in use</dt><dd>${flavorGpus(s, f, gpusBy)}</dd>
+  </dl><div class="flavor-block"><h4>Nodes</h4>${flavorNodes(f)}</div></div>`).join("");
   return `<div class="page-head"><h1>Resource flavors</h1></div>${cards ? `<div class="grid cards">${cards}</div>` : `<p class="empty">No resource flavors.</p>`}`;
+}
+
+// The server's node(s) this flavor's labels and taints fit, with their GPUs; or why not.
+function flavorNodes(f) {
+  if (!f.nodes || !f.nodes.length) return `<span class="muted small">no node inventory</span>`;
+  return f.nodes.map((n) => {
+    const head = `${n.matches ? badge("matches", "Admitted") : badge("no match", "Inactive")} <b>${h(n.name)}</b>`;
+    if (!n.matches) return `<div class="node-match no" data-node="${h(n.name)}" data-matches="false">${head}<div class="small muted">${h(n.reason)}</div></div>`;
+    const models = [...new Set(n.gpus.map((g) => g.model))].join(", ");
+    const gpus = n.gpus.map((g) => `<li><span class="idx">GPU ${h(g.index)}</span><span class="mono muted" title="${h(g.model)}">${h(g.uuid)}</span></li>`).join("");
+    return `<div class="node-match ok" data-node="${h(n.name)}" data-matches="true">${head}
+      <span class="muted small">${n.gpus.length ? `${n.gpus.length} × ${h(models)}` : "no GPUs"}</span>
+      ${gpus ? `<ul class="node-gpus">${gpus}</ul>` : ""}</div>`;
+  }).join("");
 }
 
 function flavorGpus(s, f, gpusBy) {
