@@ -248,7 +248,10 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--cli", action="store_true", help="also time the whole CLI process")
     ap.add_argument(
-        "--growth", action="store_true", help="run the shape at scale 0.1 and 1 and compare"
+        "--growth",
+        action="store_true",
+        help="run the shape at scale/10 and scale and compare (use baseline: at x0.1 the "
+        "large-scale shape's 4 large workloads per CQ round down to 0, a different mix)",
     )
     args = ap.parse_args()
     shapes = ["baseline", "large-scale"] if args.shape == "both" else [args.shape]
