@@ -18,7 +18,17 @@ UNLIMITED = 1 << 62
 class QuotaNode:
     """A ClusterQueue or Cohort in the tree. ``usage`` is what is admitted under this node."""
 
-    __slots__ = ("children", "is_cq", "name", "over", "parent", "quotas", "subtree_quota", "usage")
+    __slots__ = (
+        "_height",
+        "children",
+        "is_cq",
+        "name",
+        "over",
+        "parent",
+        "quotas",
+        "subtree_quota",
+        "usage",
+    )
 
     def __init__(self, name: str, is_cq: bool, quotas: dict[FlavorResource, ResourceQuota]):
         self.name = name
@@ -31,6 +41,7 @@ class QuotaNode:
         # Children whose usage is above their subtree quota, per FlavorResource: the only ones a
         # preemption search in a cohort needs to visit (kept up to date by add/remove_usage).
         self.over: dict[FlavorResource, set[QuotaNode]] = {}
+        self._height: int | None = None
 
     def __repr__(self) -> str:
         return f"QuotaNode({'cq' if self.is_cq else 'cohort'} {self.name})"
@@ -96,15 +107,8 @@ class QuotaNode:
         return True
 
     def _track_over(self, fr: FlavorResource) -> None:
-        parent = self.parent
-        if parent is None:
-            return
-        if self.usage.get(fr, 0) > self.subtree_quota.get(fr, 0):
-            parent.over.setdefault(fr, set()).add(self)
-        else:
-            members = parent.over.get(fr)
-            if members:
-                members.discard(self)
+        if self.parent is not None:
+            _track_over(self, self.parent, fr, self.usage.get(fr, 0))
 
     def over_children(self, frs: Iterable[FlavorResource]) -> set[QuotaNode]:
         """Children above their own quota on at least one of ``frs``."""
@@ -116,26 +120,46 @@ class QuotaNode:
         return out
 
     def add_usage(self, fr: FlavorResource, val: int) -> None:
+        # Kueue's addUsage: what the node's local quota cannot hold goes up to its parent.
+        # Written out (no helper calls), as admissions and what-ifs call it in their loops.
         node: QuotaNode | None = self
         while node is not None and val != 0:
-            local_avail = node.local_available(fr)
-            node.usage[fr] = node.usage.get(fr, 0) + val
-            node._track_over(fr)
-            if node.parent is None or val <= local_avail:
+            usage = node.usage
+            cur = usage.get(fr, 0)
+            q = node.quotas.get(fr)
+            lq = 0
+            if q is not None and q.lending_limit is not None:
+                lq = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+            local_avail = lq - cur if lq > cur else 0
+            usage[fr] = cur + val
+            parent = node.parent
+            if parent is None:
+                return
+            _track_over(node, parent, fr, cur + val)
+            if val <= local_avail:
                 return
             val -= local_avail
-            node = node.parent
+            node = parent
 
     def remove_usage(self, fr: FlavorResource, val: int) -> None:
         node: QuotaNode | None = self
         while node is not None and val != 0:
-            stored_in_parent = node.usage.get(fr, 0) - node.local_quota(fr)
-            node.usage[fr] = node.usage.get(fr, 0) - val
-            node._track_over(fr)
-            if stored_in_parent <= 0 or node.parent is None:
+            usage = node.usage
+            cur = usage.get(fr, 0)
+            q = node.quotas.get(fr)
+            lq = 0
+            if q is not None and q.lending_limit is not None:
+                lq = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+            stored_in_parent = cur - lq
+            usage[fr] = cur - val
+            parent = node.parent
+            if parent is None:
+                return
+            _track_over(node, parent, fr, cur - val)
+            if stored_in_parent <= 0:
                 return
             val = min(val, stored_in_parent)
-            node = node.parent
+            node = parent
 
     def add_usages(self, usage: dict[FlavorResource, int]) -> None:
         for fr, v in usage.items():
@@ -149,12 +173,16 @@ class QuotaNode:
         return all(v <= self.available(fr) for fr, v in usage.items())
 
     def height(self) -> int:
-        """Kueue's getNodeHeight for cohorts: 1 for a cohort of CQs, +1 per cohort level."""
-        h = min(len(self.children), 1)
-        for child in self.children:
-            if not child.is_cq:
-                h = max(h, child.height() + 1)
-        return h
+        """Kueue's getNodeHeight for cohorts: 1 for a cohort of CQs, +1 per cohort level.
+
+        The tree's shape changes only in ``recompute_tree``, which caches it."""
+        if self._height is None:
+            h = min(len(self.children), 1)
+            for child in self.children:
+                if not child.is_cq:
+                    h = max(h, child.height() + 1)
+            self._height = h
+        return self._height
 
     def subtree_cqs(self) -> Iterator[QuotaNode]:
         for child in self.children:
@@ -162,6 +190,20 @@ class QuotaNode:
                 yield child
             else:
                 yield from child.subtree_cqs()
+
+
+def _track_over(node: QuotaNode, parent: QuotaNode, fr: FlavorResource, used: int) -> None:
+    """Keep ``parent.over`` (children above their subtree quota) true for ``node``."""
+    if used > node.subtree_quota.get(fr, 0):
+        members = parent.over.get(fr)
+        if members is None:
+            parent.over[fr] = {node}
+        else:
+            members.add(node)
+    else:
+        members = parent.over.get(fr)
+        if members:
+            members.discard(node)
 
 
 def _available(node: QuotaNode, fr: FlavorResource) -> int:
@@ -196,6 +238,7 @@ def recompute_tree(root: QuotaNode) -> None:
     ClusterQueue usage is kept: it is the sum of the admitted workloads' usage.
     """
     root.over = {}
+    root._height = None
     if root.is_cq:
         root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
         return
