@@ -106,6 +106,7 @@ def check_invariants(c: Cluster) -> None:
             assert key not in holders, f"{key} admitted in {holders.get(key)} and {cq.name}"
             holders[key] = cq.name
             assert wl.phase in (Phase.ADMITTED, Phase.EVICTING)
+            assert wl.admission is not None and wl.usage == wl.admission.usage()
             for fr, v in wl.usage.items():
                 total[fr] = total.get(fr, 0) + v
         for fr in set(total) | set(cq.node.usage):

@@ -144,7 +144,14 @@ class Lifecycle:
             for ps in e.assignment.pod_sets
         ]
         # The entry's usage was already checked to fit; it is now permanent in the tree.
-        self.mark_admitted(e.state, e.cq, Admission(e.cq.name, pod_sets), now, restored=False)
+        self.mark_admitted(
+            e.state,
+            e.cq,
+            Admission(e.cq.name, pod_sets),
+            now,
+            restored=False,
+            usage=dict(e.assignment.usage),
+        )
         if e.cq.sticky == e.state.key:
             e.cq.sticky = None
 
@@ -156,10 +163,13 @@ class Lifecycle:
         now: float,
         *,
         restored: bool,
+        usage: dict[tuple[str, str], int] | None = None,
     ) -> None:
+        """Record an admission; ``usage`` is the assignment's (derived from ``admission`` if
+        not given: both say what the workload holds per flavor and resource)."""
         self.c.dirty.add(wl.key)
         wl.admission = admission
-        wl.usage = admission.usage()
+        wl.usage = usage if usage is not None else admission.usage()
         wl.cluster_queue = cq.name
         wl.phase = Phase.ADMITTED
         wl.admitted_at = now
