@@ -40,6 +40,7 @@ from gpuaas.core.preemption import (
     Preemptor,
     Target,
     candidate_sort_key,
+    fill_back,
     past_min_runtime,
     satisfies_policy,
     uses_resources,
@@ -340,15 +341,9 @@ class FairPreemption(ClassicalPreemption):
 
     def _fill_back_fs(self, p: Preemptor, chosen: list[Target]) -> list[Target]:
         """Kueue's fillBackWorkloads with borrowing allowed: un-preempt what is not needed."""
-        for i in range(len(chosen) - 2, -1, -1):
-            t = chosen[i]
-            t.cq.node.add_usages(t.workload.usage)
-            if self._fits(p, True):
-                chosen[i] = chosen[-1]
-                chosen.pop()
-            else:
-                t.cq.node.remove_usages(t.workload.usage)
-        return chosen
+        return fill_back(
+            chosen, lambda t: (t.cq.node, t.workload.usage), lambda: self._fits(p, True)
+        )
 
 
 def _unsatisfiable(preemptor_new: DRS, target_old: DRS) -> bool:

@@ -10,10 +10,10 @@ quota tree is put back before returning, and the result is a list of targets wit
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gpuaas.core.cache import CQState
 from gpuaas.core.objects import FlavorResource, PreemptionPolicy
@@ -268,15 +268,31 @@ class ClassicalPreemption:
     def _fill_back(
         self, p: Preemptor, chosen: list[_Candidate], borrowing: bool
     ) -> list[_Candidate]:
-        for i in range(len(chosen) - 2, -1, -1):
-            c = chosen[i]
-            c.cq.node.add_usages(c.wl.usage)
-            if self._fits(p, borrowing):
-                chosen[i] = chosen[-1]
-                chosen.pop()
-            else:
-                c.cq.node.remove_usages(c.wl.usage)
-        return chosen
+        return fill_back(
+            chosen, lambda c: (c.cq.node, c.wl.usage), lambda: self._fits(p, borrowing)
+        )
+
+
+T = TypeVar("T")
+
+
+def fill_back(
+    chosen: list[T],
+    held: Callable[[T], tuple[QuotaNode, dict[FlavorResource, int]]],
+    fits: Callable[[], bool],
+) -> list[T]:
+    """Kueue's fillBackWorkloads: walk the chosen victims back (all but the last added), put
+    each back, and keep it un-preempted if the preemptor still fits. Victims' usage is out of
+    the tree on entry; what stays chosen is still out on return."""
+    for i in range(len(chosen) - 2, -1, -1):
+        node, usage = held(chosen[i])
+        node.add_usages(usage)
+        if fits():
+            chosen[i] = chosen[-1]
+            chosen.pop()
+        else:
+            node.remove_usages(usage)
+    return chosen
 
 
 def _restore(chosen: Iterable[_Candidate]) -> None:
