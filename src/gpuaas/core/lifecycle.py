@@ -123,13 +123,17 @@ class Lifecycle:
         wl = self.c.workloads.pop(key, None)
         if wl is None:
             return False
-        self.c.dirty.add(key)
-        self.c._evicting.pop(key, None)
+        self._take_out(wl, now)
+        return True
+
+    def _take_out(self, wl: WorkloadState, now: float) -> None:
+        """Out of the scheduler's hands: its quota released if it held any, else off its queue."""
+        self.c.dirty.add(wl.key)
+        self.c._evicting.pop(wl.key, None)
         if wl.phase in (Phase.ADMITTED, Phase.EVICTING):
             self._release(wl, now)
         else:
             self._unqueue(wl)
-        return True
 
     # --- admission ---------------------------------------------------------------------------
     def admit(self, e: Entry, now: float) -> None:
@@ -311,12 +315,7 @@ class Lifecycle:
         wl = self.c.workloads.get(key)
         if wl is None or wl.phase == Phase.FINISHED:
             return False
-        self.c.dirty.add(key)
-        self.c._evicting.pop(key, None)
-        if wl.phase in (Phase.ADMITTED, Phase.EVICTING):
-            self._release(wl, now)
-        else:
-            self._unqueue(wl)
+        self._take_out(wl, now)
         wl.phase = Phase.FINISHED
         reason, msg = (
             ("Succeeded", "Job finished successfully") if succeeded else ("Failed", "Job failed")

@@ -118,18 +118,28 @@ def group_members(pgid: int) -> list[int]:
         return []
     except PermissionError:
         pass
-    members = []
+    return live_with_stat_field(PGRP_FIELD, pgid)
+
+
+# Fields of /proc/<pid>/stat after the command name: 0 state, 1 ppid, 2 pgrp, 3 session.
+PGRP_FIELD, SESSION_FIELD = 2, 3
+
+
+def live_with_stat_field(index: int, value: int, spare: frozenset[int] = frozenset()) -> list[int]:
+    """Live (non-zombie) pids whose /proc stat field ``index`` equals ``value`` (a process
+    group or a session), read from /proc so processes that changed group are seen too."""
+    found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) in spare:
             continue
         try:
             stat = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(name))
-    return members
+        if len(fields) > index and int(fields[index]) == value and fields[0] not in ("Z", "X"):
+            found.append(int(name))
+    return found
 
 
 def processes_with_token(token: str) -> list[int]:

@@ -38,6 +38,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gpuaas.runtimes import procs
+
 HEAD_FILE = "head.json"
 _POLL = 0.1
 _WAIT_NOTE_EVERY = 10.0
@@ -256,19 +258,7 @@ def _session_leftovers() -> list[int]:
     sid, me = os.getsid(0), os.getpid()
     if sid not in (os.getppid(), me):
         return []
-    spared = {me, os.getppid()}
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in spared:
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 3 and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-            found.append(int(name))
-    return found
+    return procs.live_with_stat_field(procs.SESSION_FIELD, sid, spare=frozenset({me, os.getppid()}))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
