@@ -57,14 +57,37 @@ def _children() -> list[psutil.Process]:
         return []
 
 
+_session_started = 0.0
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    global _session_started
+    _session_started = time.time() - 1
     _children_at_start.update(p.pid for p in _children())
+
+
+def _orphaned_pods() -> list[psutil.Process]:
+    """Pods started during this session that outlived their server: a server killed by a test
+    leaves its pods reparented to init, out of reach of the children check, so they are found
+    by the GPUAAS_POD_UID every pod carries."""
+    found = []
+    for p in psutil.process_iter(["create_time"]):
+        try:
+            if p.info["create_time"] < _session_started or p.pid == os.getpid():
+                continue
+            if "GPUAAS_POD_UID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a test left a process of its own running (after a short grace period)."""
     deadline = time.monotonic() + 2.0
     leftovers = [p for p in _children() if p.pid not in _children_at_start]
+    seen = {p.pid for p in leftovers}
+    leftovers += [p for p in _orphaned_pods() if p.pid not in seen]
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.1)
         leftovers = [p for p in leftovers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

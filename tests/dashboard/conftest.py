@@ -24,7 +24,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     try:
         yield srv.start()
     finally:
-        srv.kill()
+        srv.stop()  # graceful: the server stops its pods (a SIGKILL would orphan them)
 
 
 @pytest.fixture
