@@ -121,15 +121,11 @@ class QuotaNode:
 
     def add_usage(self, fr: FlavorResource, val: int) -> None:
         # Kueue's addUsage: what the node's local quota cannot hold goes up to its parent.
-        # Written out (no helper calls), as admissions and what-ifs call it in their loops.
         node: QuotaNode | None = self
         while node is not None and val != 0:
             usage = node.usage
             cur = usage.get(fr, 0)
-            q = node.quotas.get(fr)
-            lq = 0
-            if q is not None and q.lending_limit is not None:
-                lq = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+            lq = node.local_quota(fr)
             local_avail = lq - cur if lq > cur else 0
             usage[fr] = cur + val
             parent = node.parent
@@ -146,10 +142,7 @@ class QuotaNode:
         while node is not None and val != 0:
             usage = node.usage
             cur = usage.get(fr, 0)
-            q = node.quotas.get(fr)
-            lq = 0
-            if q is not None and q.lending_limit is not None:
-                lq = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+            lq = node.local_quota(fr)
             stored_in_parent = cur - lq
             usage[fr] = cur - val
             parent = node.parent

@@ -199,27 +199,18 @@ def _le(bound: float) -> str:
 def _counter_metrics(snap: MetricsSnapshot) -> Iterator[Metric]:
     c, r = snap.counters, REPLICA_ROLE
     cq_pc = ["cluster_queue", "priority_class", "replica_role"]
-    reserved = CounterMetricFamily(
-        "kueue_quota_reserved_workloads",
-        "The total number of quota reserved workloads per 'cluster_queue'",
-        labels=cq_pc,
-    )
-    for (cq, pc), n in sorted(c.quota_reserved.items()):
-        reserved.add_metric([cq, pc, r], n)
-    admitted = CounterMetricFamily(
-        "kueue_admitted_workloads",
-        "The total number of admitted workloads per 'cluster_queue'",
-        labels=cq_pc,
-    )
-    for (cq, pc), n in sorted(c.admitted.items()):
-        admitted.add_metric([cq, pc, r], n)
-    finished = CounterMetricFamily(
-        "kueue_finished_workloads",
-        "The total number of finished workloads per 'cluster_queue'",
-        labels=cq_pc,
-    )
-    for (cq, pc), n in sorted(c.finished.items()):
-        finished.add_metric([cq, pc, r], n)
+    per_cq: list[CounterMetricFamily] = []
+    for name, what, counts in (
+        ("kueue_quota_reserved_workloads", "quota reserved", c.quota_reserved),
+        ("kueue_admitted_workloads", "admitted", c.admitted),
+        ("kueue_finished_workloads", "finished", c.finished),
+    ):
+        family = CounterMetricFamily(
+            name, f"The total number of {what} workloads per 'cluster_queue'", labels=cq_pc
+        )
+        for (cq, pc), n in sorted(counts.items()):
+            family.add_metric([cq, pc, r], n)
+        per_cq.append(family)
     evicted = CounterMetricFamily(
         "kueue_evicted_workloads",
         "The number of evicted workloads per 'cluster_queue'",
@@ -234,7 +225,7 @@ def _counter_metrics(snap: MetricsSnapshot) -> Iterator[Metric]:
     )
     for (cq, reason), n in sorted(c.preempted.items()):
         preempted.add_metric([cq, reason, r], n)
-    yield from (reserved, admitted, finished, evicted, preempted)
+    yield from (*per_cq, evicted, preempted)
     yield _histogram(
         "kueue_admission_wait_time_seconds",
         "The time between a workload was created or requeued until admission, per 'cluster_queue'",
