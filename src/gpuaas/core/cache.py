@@ -27,10 +27,12 @@ class CQState:
     inactive_reason: str | None = None
     terminating: bool = False
     sticky: str | None = None  # BestEffortFIFO preemptor pinned to the head
+    # The spec's name, fixed for the record's life (a replaced spec keeps it): read so often
+    # by the scheduler that a property lookup shows in profiles.
+    name: str = field(init=False, default="")
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
+    def __post_init__(self) -> None:
+        self.name = self.spec.name
 
     @property
     def active(self) -> bool:

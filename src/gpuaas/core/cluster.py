@@ -73,12 +73,16 @@ class Cluster:
         self._scheduler = Scheduler(self)
         self.life = Lifecycle(self)
         self.now = 0.0  # the instant being scheduled (set by schedule())
+        # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it; cleared by any
+        # apply or delete of a non-Workload object, the only things that change the answer.
+        self._ns_match: dict[tuple[str, str], bool] = {}
 
     # --- apply / delete ----------------------------------------------------------------
     def apply(self, obj: KueueObject, now: float) -> None:
         if isinstance(obj, Workload):
             self.life.apply_workload(obj, now)
             return
+        self._ns_match.clear()  # namespaces and selectors are only ever changed below
         if isinstance(obj, Namespace):
             obj.labels.setdefault("kubernetes.io/metadata.name", obj.name)
             self.namespaces[obj.name] = obj
@@ -136,6 +140,8 @@ class Cluster:
 
     def delete(self, kind: str, namespace: str | None, name: str, now: float) -> bool:
         self.version += 1
+        if kind != "Workload":
+            self._ns_match.clear()
         if kind == "Workload":
             return self.life.delete_workload(f"{namespace}/{name}", now)
         if kind == "Namespace":
@@ -331,14 +337,21 @@ class Cluster:
                 self._push(wl)
 
     def namespace_matches(self, wl: WorkloadState, cq: CQState) -> bool:
+        ns = wl.workload.namespace
+        key = (ns, cq.name)
+        found = self._ns_match.get(key)
+        if found is not None:
+            return found
         sel = cq.spec.namespace_selector
         if sel is None:
-            return False
-        ns = wl.workload.namespace
-        labels = self.namespaces[ns].labels if ns in self.namespaces else {}
-        if "kubernetes.io/metadata.name" not in labels:
-            labels = {**labels, "kubernetes.io/metadata.name": ns}
-        return sel.matches(labels)
+            found = False
+        else:
+            labels = self.namespaces[ns].labels if ns in self.namespaces else {}
+            if "kubernetes.io/metadata.name" not in labels:
+                labels = {**labels, "kubernetes.io/metadata.name": ns}
+            found = sel.matches(labels)
+        self._ns_match[key] = found
+        return found
 
     # --- scheduling ------------------------------------------------------------------------
     def preemption_search(self) -> PreemptionSearch:

@@ -25,7 +25,7 @@ from gpuaas.core.objects import (
     ResourceGroup,
 )
 from gpuaas.core.quantity import format_quantity
-from gpuaas.core.quota import QuotaNode, lowest_subtree_that_fits
+from gpuaas.core.quota import QuotaNode, available_unclamped, lowest_subtree_that_fits
 
 MAX_BORROW = 1 << 30
 
@@ -372,3 +372,91 @@ def reduce_pod_sets(
         else:
             lo = mid + 1
     return found if found_idx == lo else None
+
+
+def assign_if_fits(
+    pod_sets: list[PodSet],
+    cq: ClusterQueue,
+    node: QuotaNode,
+    rg_by_resource: dict[str, ResourceGroup],
+    flavors: dict[str, ResourceFlavor],
+    last_tried: list[dict[str, int]] | None,
+) -> Assignment | None:
+    """The answer ``FlavorAssigner.assign`` gives when every resource group fits, or None.
+
+    Most attempts in a busy pool are plain fits on the first flavor a group may use. This path
+    answers those without an assigner, an oracle or reason strings; whenever the scan would have
+    to weigh a non-fitting flavor (or look past a fitting one, whenCanBorrow: TryNextFlavor) it
+    returns None and the caller runs the full assigner, which then decides from scratch. The
+    tests check that both give the same assignment wherever this one answers.
+    """
+    try_next_on_borrow = cq.flavor_fungibility.when_can_borrow == FungibilityAction.TRY_NEXT_FLAVOR
+    covers_pods = "pods" in rg_by_resource
+    quotas, usage_now = node.quotas, node.usage
+    fit = Mode.FIT
+    assigned: dict[FlavorResource, int] = {}
+    assignment = Assignment([], 0, assigned, [], fit)
+    for i, ps in enumerate(pod_sets):
+        count = ps.count
+        requests = {res: q * count for res, q in ps.requests.items()}
+        if covers_pods:
+            requests["pods"] = count
+        chosen: dict[str, FlavorChoice] = {}
+        resume = last_tried[i] if last_tried is not None and i < len(last_tried) else None
+        for res, qty in requests.items():
+            rg = rg_by_resource.get(res)
+            if rg is None:
+                if qty == 0:
+                    continue
+                return None
+            if res in chosen:
+                continue
+            start = resume.get(res, -1) + 1 if resume is not None else 0
+            n_flavors = len(rg.flavors)
+            found = False
+            for fidx in range(start, n_flavors):
+                fname = rg.flavors[fidx].name
+                flavor = flavors.get(fname)
+                if flavor is None:
+                    continue
+                if flavor.node_taints and untolerated_taint(flavor, ps) is not None:
+                    continue
+                if (ps.node_selector or ps.required_affinity) and not matches_node_affinity(
+                    flavor, ps
+                ):
+                    continue
+                # The first flavor the pods may use: it must fit every resource of the group.
+                tried = -1 if fidx == n_flavors - 1 else fidx
+                worst_borrow = 0
+                covered = rg.covered_resources
+                for r, val in requests.items():
+                    if r not in covered:
+                        continue
+                    fr = (fname, r)
+                    val += assigned.get(fr, 0)
+                    if val > available_unclamped(node, fr):
+                        return None
+                    q = quotas.get(fr)
+                    if q is not None and usage_now.get(fr, 0) + val <= q.nominal:
+                        borrow = 0
+                    else:
+                        borrow = lowest_subtree_that_fits(node, fr, val)[0]
+                        if borrow > worst_borrow:
+                            worst_borrow = borrow
+                    chosen[r] = FlavorChoice(fname, fit, borrow, tried)
+                if worst_borrow and try_next_on_borrow:
+                    return None
+                found = True
+                break
+            if not found:
+                return None
+        assignment.pod_sets.append(PodSetResult(ps.name, count, requests, chosen, []))
+        tried_by_res: dict[str, int] = {}
+        for res, fc in chosen.items():
+            if fc.borrow > assignment.borrowing:
+                assignment.borrowing = fc.borrow
+            fr = (fc.flavor, res)
+            assigned[fr] = assigned.get(fr, 0) + requests[res]
+            tried_by_res[res] = fc.tried_idx
+        assignment.last_tried.append(tried_by_res)
+    return assignment

@@ -43,9 +43,7 @@ class Lifecycle:
         related: str | None = None,
     ) -> None:
         self.c.events.append(
-            Event(
-                now, type_, reason, f"Workload {wl.key}", message, workload=wl.key, related=related
-            )
+            Event(now, type_, reason, "Workload " + wl.key, message, wl.key, related)
         )
 
     # --- arrival and updates ---------------------------------------------------------------
@@ -186,9 +184,8 @@ class Lifecycle:
         if cq.spec.min_runtime_seconds > 0:
             self.c.add_wakeup(now + cq.spec.min_runtime_seconds, cq.name)
         self.c.version += 1
-        flavors = ", ".join(
-            sorted({f"{r}={f}" for ps in admission.pod_sets for r, f in ps.flavors.items()})
-        )
+        pairs = [f"{r}={f}" for ps in admission.pod_sets for r, f in ps.flavors.items()]
+        flavors = pairs[0] if len(pairs) == 1 else ", ".join(sorted(set(pairs)))
         msg = f"Quota reserved in ClusterQueue {cq.name}"
         wl.set_condition("QuotaReserved", "True", "QuotaReserved", msg, now)
         wl.set_condition("Admitted", "True", "Admitted", "The workload is admitted", now)

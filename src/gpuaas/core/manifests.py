@@ -44,6 +44,7 @@ __all__ = [
     "core_kind",
     "object_ref",
     "parse_object",
+    "parse_object_with_ref",
 ]
 
 WORKLOAD_KINDS = frozenset({"Workload", "Job", "RayCluster", "RayJob"})
@@ -184,9 +185,17 @@ def object_ref(doc: dict[str, Any]) -> tuple[str, str | None, str]:
 
 def parse_object(doc: dict[str, Any]) -> KueueObject:
     """The core object a manifest describes; raises ``ManifestError`` for anything invalid."""
+    return parse_object_with_ref(doc)[0]
+
+
+def parse_object_with_ref(
+    doc: dict[str, Any],
+) -> tuple[KueueObject, tuple[str, str | None, str]]:
+    """``parse_object`` and ``object_ref`` together, reading the header once (bulk loads)."""
     ctx, spec, meta = _header(doc)
+    assert ctx.name is not None
     try:
-        return spec.parse(ctx, doc, meta)
+        return spec.parse(ctx, doc, meta), (ctx.kind, ctx.namespace, ctx.name)
     except ManifestError:
         raise
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:

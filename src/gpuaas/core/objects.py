@@ -237,10 +237,11 @@ class Workload:
     runtime_seconds: float | None = None  # gpuaas.dev/runtime-seconds
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    # "namespace/name", computed once: namespace and name never change after parsing.
+    key: str = field(init=False, default="", repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
 
 KueueObject = (

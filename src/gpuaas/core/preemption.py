@@ -83,7 +83,10 @@ def satisfies_policy(
 
 
 def uses_resources(wl: WorkloadState, frs: set[FlavorResource]) -> bool:
-    return any(fr in frs for fr in wl.usage)
+    for fr in wl.usage:  # noqa: SIM110 - a loop: called for every candidate of every search
+        if fr in frs:
+            return True
+    return False
 
 
 def past_min_runtime(wl: WorkloadState, cq: CQState, now: float) -> bool:

@@ -22,6 +22,7 @@ class QuotaNode:
         "_height",
         "children",
         "is_cq",
+        "local",
         "name",
         "over",
         "parent",
@@ -35,6 +36,9 @@ class QuotaNode:
         self.is_cq = is_cq
         self.quotas = quotas
         self.subtree_quota: dict[FlavorResource, int] = {}
+        # Kueue's localQuota per FlavorResource (subtree quota above the lending limit), kept
+        # with subtree_quota by recompute_tree: read on every usage change.
+        self.local: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
         self.parent: QuotaNode | None = None
         self.children: list[QuotaNode] = []
@@ -52,10 +56,15 @@ class QuotaNode:
         return q.nominal if q is not None else 0
 
     def local_quota(self, fr: FlavorResource) -> int:
-        q = self.quotas.get(fr)
-        if q is None or q.lending_limit is None:
-            return 0
-        return max(0, self.subtree_quota.get(fr, 0) - q.lending_limit)
+        return self.local.get(fr, 0)
+
+    def _compute_local(self) -> None:
+        sq = self.subtree_quota
+        self.local = {
+            fr: max(0, sq.get(fr, 0) - q.lending_limit)
+            for fr, q in self.quotas.items()
+            if q.lending_limit is not None
+        }
 
     def local_available(self, fr: FlavorResource) -> int:
         return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
@@ -76,7 +85,7 @@ class QuotaNode:
     # --- Kueue's arithmetic -------------------------------------------------------------
     def available(self, fr: FlavorResource) -> int:
         """Capacity usable now, clamped at zero for a ClusterQueue in debt."""
-        return max(0, _available(self, fr))
+        return max(0, available_unclamped(self, fr))
 
     def potential_available(self, fr: FlavorResource) -> int:
         """The largest request this node could ever satisfy, ignoring usage."""
@@ -125,7 +134,7 @@ class QuotaNode:
         while node is not None and val != 0:
             usage = node.usage
             cur = usage.get(fr, 0)
-            lq = node.local_quota(fr)
+            lq = node.local.get(fr, 0)
             local_avail = lq - cur if lq > cur else 0
             usage[fr] = cur + val
             parent = node.parent
@@ -142,7 +151,7 @@ class QuotaNode:
         while node is not None and val != 0:
             usage = node.usage
             cur = usage.get(fr, 0)
-            lq = node.local_quota(fr)
+            lq = node.local.get(fr, 0)
             stored_in_parent = cur - lq
             usage[fr] = cur - val
             parent = node.parent
@@ -163,7 +172,11 @@ class QuotaNode:
             self.remove_usage(fr, v)
 
     def fits(self, usage: dict[FlavorResource, int]) -> bool:
-        return all(v <= self.available(fr) for fr, v in usage.items())
+        # An explicit loop: checked for every entry of every scheduling cycle.
+        for fr, v in usage.items():  # noqa: SIM110
+            if v > 0 and v > available_unclamped(self, fr):
+                return False
+        return True
 
     def height(self) -> int:
         """Kueue's getNodeHeight for cohorts: 1 for a cohort of CQs, +1 per cohort level.
@@ -199,17 +212,21 @@ def _track_over(node: QuotaNode, parent: QuotaNode, fr: FlavorResource, used: in
             members.discard(node)
 
 
-def _available(node: QuotaNode, fr: FlavorResource) -> int:
+def available_unclamped(node: QuotaNode, fr: FlavorResource) -> int:
     # Written out (no helper calls): this is the innermost loop of flavor assignment.
-    sq = node.subtree_quota.get(fr, 0)
-    used = node.usage.get(fr, 0)
-    if node.parent is None:
-        return sq - used
-    parent_available = _available(node.parent, fr)
+    parent = node.parent
+    if parent is None:
+        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+    if parent.parent is None:  # a flat cohort: the parent is the root
+        parent_available = parent.subtree_quota.get(fr, 0) - parent.usage.get(fr, 0)
+    else:
+        parent_available = available_unclamped(parent, fr)
     q = node.quotas.get(fr)
     if q is None:  # no quota here: nothing local, no limit on what comes from the parent
         return parent_available
-    lq = 0 if q.lending_limit is None else max(0, sq - q.lending_limit)
+    sq = node.subtree_quota.get(fr, 0)
+    used = node.usage.get(fr, 0)
+    lq = node.local.get(fr, 0)
     if q.borrowing_limit is not None:
         used_in_parent = used - lq if used > lq else 0
         parent_available = min(sq - lq - used_in_parent + q.borrowing_limit, parent_available)
@@ -234,6 +251,7 @@ def recompute_tree(root: QuotaNode) -> None:
     root._height = None
     if root.is_cq:
         root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
+        root._compute_local()
         return
     root.subtree_quota = {fr: q.nominal for fr, q in root.quotas.items()}
     root.usage = {}
@@ -245,6 +263,7 @@ def recompute_tree(root: QuotaNode) -> None:
             delta = max(0, cu - child.local_quota(fr))
             if delta:
                 root.usage[fr] = root.usage.get(fr, 0) + delta
+    root._compute_local()
     for child in root.children:
         for fr in set(child.usage) | set(child.subtree_quota):
             child._track_over(fr)
@@ -264,12 +283,17 @@ def quantities_fit_in_quota(
 
 def lowest_subtree_that_fits(cq: QuotaNode, fr: FlavorResource, val: int) -> tuple[int, bool]:
     """Kueue's FindHeightOfLowestSubtreeThatFits: (borrowing level, may reclaim in hierarchy)."""
-    has_parent = cq.parent is not None
-    if not cq.borrowing_with(fr, val) or not has_parent:
-        return 0, has_parent
+    parent = cq.parent
+    if parent is None:
+        return 0, False
+    q = cq.quotas.get(fr)
+    if (q.nominal if q is not None else 0) >= cq.usage.get(fr, 0) + val:
+        return 0, True  # within the CQ's nominal quota: no borrowing (the common case)
     remaining = val - cq.local_available(fr)
-    for node in cq.ancestors():
+    node: QuotaNode | None = parent
+    while node is not None:
         if not node.borrowing_with(fr, remaining):
             return node.height(), node.parent is not None
         remaining -= node.local_available(fr)
+        node = node.parent
     return cq.root().height(), False

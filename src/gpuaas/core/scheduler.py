@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cache import CQState
-from gpuaas.core.flavors import Assignment, FlavorAssigner, Mode, PMode, reduce_pod_sets
+from gpuaas.core.flavors import (
+    Assignment,
+    FlavorAssigner,
+    Mode,
+    PMode,
+    assign_if_fits,
+    reduce_pod_sets,
+)
 from gpuaas.core.objects import FlavorResource, PreemptionPolicy, QueueingStrategy
 from gpuaas.core.preemption import Preemptor, Target
 from gpuaas.core.quota import QuotaNode, lowest_subtree_that_fits
@@ -85,6 +92,16 @@ class Scheduler:
     ) -> tuple[Assignment, list[Target]]:
         if state.last_tried is not None and state.last_generation < cq.generation:
             state.last_tried = None
+        fits = assign_if_fits(
+            state.workload.pod_sets,
+            cq.spec,
+            cq.node,
+            cq.rg_by_resource,
+            self.c.flavors,
+            state.last_tried,
+        )
+        if fits is not None:
+            return fits, []
         # The oracle's single-resource searches and the final target search run on the same,
         # unchanged tree during nomination: the same question gets the same answer, so a
         # workload needing one FlavorResource reuses the oracle's search instead of repeating it.
@@ -153,10 +170,11 @@ class Scheduler:
                 e.requeue_reason = REQUEUE_NAMESPACE_MISMATCH
                 c.requeue(e)
                 continue
-            e.assignment, e.targets = self.assign(e.state, e.cq, now)
-            e.state.last_tried = e.assignment.last_tried
+            a, e.targets = self.assign(e.state, e.cq, now)
+            e.assignment = a
+            e.state.last_tried = a.last_tried
             e.state.last_generation = e.cq.generation
-            e.message = e.assignment.message()
+            e.message = "" if a.mode() == Mode.FIT else a.message()  # a fit has no reasons
             entries.append(e)
 
         entries = c.order_entries(entries)
@@ -182,7 +200,7 @@ class Scheduler:
                     e.cq.node.add_usages(res)
                     reserved.append((e.cq.node, res))
                 continue
-            if any(t.workload.key in preempted for t in e.targets):
+            if e.targets and any(t.workload.key in preempted for t in e.targets):
                 e.message = "Workload has overlapping preemption targets with another workload"
                 e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
                 e.state.last_tried = None  # Kueue's markSkipped drops the scan progress

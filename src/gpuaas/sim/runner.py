@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.core.cluster import ApplyError, Cluster
-from gpuaas.core.manifests import ManifestError, core_kind, object_ref, parse_object
+from gpuaas.core.manifests import ManifestError, core_kind, parse_object_with_ref
 from gpuaas.core.objects import KueueObject
 from gpuaas.core.quantity import format_quantity, parse_quantity
-from gpuaas.core.state import Event, Phase
+from gpuaas.core.state import Phase
 from gpuaas.sim.files import FileFormatError, expand_paths
 from gpuaas.sim.scenario import Expectation, Scenario, ScenarioError, Step, Time, load_scenarios
 
@@ -82,8 +82,7 @@ def _ref_of(kind: str, namespace: str | None, name: str) -> Ref:
 
 def _parse(doc: dict[str, Any], file: str, where: str) -> tuple[KueueObject, Ref]:
     try:
-        obj = parse_object(doc)
-        kind, namespace, name = object_ref(doc)
+        obj, (kind, namespace, name) = parse_object_with_ref(doc)
     except ManifestError as exc:
         raise ScenarioError(file, where, str(exc)) from None
     return obj, _ref_of(kind, namespace, name)
@@ -164,18 +163,16 @@ class _Simulation:
         self._seen_warnings: set[str] = set()
 
     def settle(self, now: float) -> None:
-        self._note_admissions(self.cluster.schedule(now))
+        self.cluster.schedule(now)
+        # Admitted in that call (first admission first), as its QuotaReserved events say.
+        self._note_admissions(self.cluster.admitted_now)
         for w in self.cluster.warnings():
             if w not in self._seen_warnings:
                 self._seen_warnings.add(w)
                 self.warnings.append(w)
 
-    def _note_admissions(self, events: Iterable[Event]) -> None:
-        keys = dict.fromkeys(
-            e.workload for e in events if e.reason == "QuotaReserved" and e.workload
-        )
+    def _note_admissions(self, keys: Iterable[str]) -> None:
         for key in keys:
-            assert key is not None
             state = self.cluster.workloads.get(key)
             if state is None or state.phase != Phase.ADMITTED:
                 continue
