@@ -380,17 +380,18 @@ class Cluster:
             self._flush_requeues()
         heads: list[Entry] = []
         blocked: list[CQState] = []
-        for name in sorted(self._ready):
-            cq = self.cqs.get(name)
-            if cq is None or not cq.active:
-                self._ready.discard(name)
+        version, cqs, ready = self.version, self.cqs, self._ready
+        for name in sorted(ready):
+            cq = cqs.get(name)
+            if cq is None or cq.inactive_reason is not None or not cq.queue:
+                ready.discard(name)  # gone, inactive or empty: added back when that changes
                 continue
-            if cq.queue.blocked_at == self.version:
+            if cq.queue.blocked_at == version:
                 blocked.append(cq)
                 continue
             entry = self._pop_head(cq)
             if entry is None:
-                self._ready.discard(name)
+                ready.discard(name)
             else:
                 heads.append(entry)
         if heads:

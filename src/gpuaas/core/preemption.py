@@ -158,7 +158,14 @@ class ClassicalPreemption:
         advantage: bool,
         out: list[_Candidate],
     ) -> None:
+        pre = p.cq.spec.preemption
+        policy = pre.within_cluster_queue if cq is p.cq else pre.reclaim_within_cohort
+        # LowerPriority rejects most candidates on priority alone: check that first (the same
+        # answer _classify gives, without its other checks).
+        below = p.state.priority if policy == PreemptionPolicy.LOWER_PRIORITY else None
         for wl in cq.admitted.values():
+            if below is not None and wl.priority >= below:
+                continue
             v = self._classify(p, wl, cq, advantage)
             if v != Variant.NEVER:
                 out.append(_Candidate(wl, cq, lca, v))
@@ -233,6 +240,8 @@ class ClassicalPreemption:
 
     def targets(self, p: Preemptor) -> list[Target]:
         same, hier, prio = self._collect(p)
+        if not same and not hier and not prio:
+            return []
 
         def split(lst: list[_Candidate]) -> tuple[list[_Candidate], list[_Candidate]]:
             ev = [c for c in lst if c.wl.phase == Phase.EVICTING]
