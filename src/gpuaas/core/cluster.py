@@ -76,13 +76,17 @@ class Cluster:
         # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it; cleared by any
         # apply or delete of a non-Workload object, the only things that change the answer.
         self._ns_match: dict[tuple[str, str], bool] = {}
+        # (namespace, LocalQueue) -> resolve_cq's answer; cleared with _ns_match.
+        self._routes: dict[tuple[str, str], tuple[str | None, str]] = {}
 
     # --- apply / delete ----------------------------------------------------------------
     def apply(self, obj: KueueObject, now: float) -> None:
         if isinstance(obj, Workload):
             self.life.apply_workload(obj, now)
             return
-        self._ns_match.clear()  # namespaces and selectors are only ever changed below
+        # Namespaces, selectors and routes are only ever changed below.
+        self._ns_match.clear()
+        self._routes.clear()
         if isinstance(obj, Namespace):
             obj.labels.setdefault("kubernetes.io/metadata.name", obj.name)
             self.namespaces[obj.name] = obj
@@ -142,6 +146,7 @@ class Cluster:
         self.version += 1
         if kind != "Workload":
             self._ns_match.clear()
+            self._routes.clear()
         if kind == "Workload":
             return self.life.delete_workload(f"{namespace}/{name}", now)
         if kind == "Namespace":
@@ -172,6 +177,8 @@ class Cluster:
 
     def _drop_cq(self, cq: CQState) -> None:
         del self.cqs[cq.name]
+        self._routes.clear()
+        self._ns_match.clear()
         for key in list(cq.queue.keys()):
             cq.queue.remove(key)
             wl = self.workloads[key]
@@ -303,13 +310,20 @@ class Cluster:
 
     def resolve_cq(self, wl: WorkloadState) -> tuple[str | None, str]:
         w = wl.workload
-        lq = self.local_queues.get((w.namespace, w.queue_name))
+        key = (w.namespace, w.queue_name)
+        found = self._routes.get(key)
+        if found is None:
+            found = self._routes[key] = self._route(*key)
+        return found
+
+    def _route(self, namespace: str, queue_name: str) -> tuple[str | None, str]:
+        lq = self.local_queues.get((namespace, queue_name))
         if lq is None:
-            return None, f"LocalQueue {w.queue_name} doesn't exist"
+            return None, f"LocalQueue {queue_name} doesn't exist"
         if lq.cluster_queue not in self.cqs:
             return None, f"ClusterQueue {lq.cluster_queue} doesn't exist"
         if lq.stop_policy != StopPolicy.NONE:
-            return None, f"LocalQueue {w.queue_name} is stopped"
+            return None, f"LocalQueue {queue_name} is stopped"
         return lq.cluster_queue, ""
 
     def _push(self, wl: WorkloadState, *, inadmissible: bool = False) -> None:

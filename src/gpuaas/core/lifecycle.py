@@ -169,21 +169,22 @@ class Lifecycle:
     ) -> None:
         """Record an admission; ``usage`` is the assignment's (derived from ``admission`` if
         not given: both say what the workload holds per flavor and resource)."""
-        self.c.dirty.add(wl.key)
+        c, key = self.c, wl.key
+        c.dirty.add(key)
         wl.admission = admission
         wl.usage = usage if usage is not None else admission.usage()
         wl.cluster_queue = cq.name
         wl.phase = Phase.ADMITTED
         wl.admitted_at = now
         wl.admission_count += 1
-        self.c.admitted_now[wl.key] = self.c.admitted_now.get(wl.key, 0) + 1
+        c.admitted_now[key] = c.admitted_now.get(key, 0) + 1
         wl.pending_reason = ""
         wl.last_tried = None
         cq.node.add_usages(wl.usage)
-        cq.admitted[wl.key] = wl
+        cq.admitted[key] = wl
         if cq.spec.min_runtime_seconds > 0:
-            self.c.add_wakeup(now + cq.spec.min_runtime_seconds, cq.name)
-        self.c.version += 1
+            c.add_wakeup(now + cq.spec.min_runtime_seconds, cq.name)
+        c.version += 1
         pairs = [f"{r}={f}" for ps in admission.pod_sets for r, f in ps.flavors.items()]
         flavors = pairs[0] if len(pairs) == 1 else ", ".join(sorted(set(pairs)))
         msg = f"Quota reserved in ClusterQueue {cq.name}"

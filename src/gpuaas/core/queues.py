@@ -117,12 +117,14 @@ class ClusterQueueQueue:
 
     def pop(self) -> str | None:
         """Take the head out of the queue (the caller pushes it back if it is not admitted)."""
-        top = self._clean_top()
-        if top is None:
+        heap, groups = self._heap, self._groups
+        while heap:  # _clean_top(), written out: this runs for every head of every cycle
+            sort_key, group_key = heapq.heappop(heap)
+            group = groups.get(group_key)
+            if group is not None and not group.inadmissible and group.items[0][0] == sort_key:
+                break
+        else:
             return None
-        heapq.heappop(self._heap)
-        group_key = top[1]
-        group = self._groups[group_key]
         _, key = heapq.heappop(group.items)
         del self._where[key]
         if group.items:

@@ -35,6 +35,9 @@ REQUEUE_FAILED_AFTER_NOMINATION = "FailedAfterNomination"
 REQUEUE_PENDING_PREEMPTION = "PendingPreemption"
 REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"
 
+# Enum members bound once: a class attribute lookup per comparison shows in cycle profiles.
+_NO_FIT, _PREEMPT, _FIT = Mode.NO_FIT, Mode.PREEMPT, Mode.FIT
+
 
 @dataclass(slots=True)
 class Entry:
@@ -174,7 +177,7 @@ class Scheduler:
             e.assignment = a
             e.state.last_tried = a.last_tried
             e.state.last_generation = e.cq.generation
-            e.message = "" if a.mode() == Mode.FIT else a.message()  # a fit has no reasons
+            e.message = "" if a.mode() == _FIT else a.message()  # a fit has no reasons
             entries.append(e)
 
         entries = c.order_entries(entries)
@@ -189,10 +192,10 @@ class Scheduler:
             assert e.assignment is not None
             mode = e.assignment.mode()
             usage = e.assignment.usage
-            if mode == Mode.NO_FIT:
+            if mode == _NO_FIT:
                 e.requeue_reason = REQUEUE_NO_FIT
                 continue
-            if mode == Mode.PREEMPT and not e.targets:
+            if mode == _PREEMPT and not e.targets:
                 e.requeue_reason = REQUEUE_NO_CANDIDATES
                 e.reason = "Pending"
                 if not _can_always_reclaim(e.cq):
@@ -219,7 +222,7 @@ class Scheduler:
                 held = removed.setdefault(t.cq.name, {})
                 for fr, v in t.workload.usage.items():
                     held[fr] = held.get(fr, 0) + v
-            if mode == Mode.PREEMPT:
+            if mode == _PREEMPT:
                 e.cq.node.add_usages(usage)
                 reserved.append((e.cq.node, usage))
                 e.preempting = True
