@@ -291,7 +291,7 @@ def main() -> None:
             doc = build_scenario(shape, scale)
             runs = [run_in_process(doc) for _ in range(max(1, args.repeat))]
             r = min(runs, key=lambda x: x["wall_s"])
-            results.append(r)
+            results.append({**r, "median_wall_s": statistics.median(x["wall_s"] for x in runs)})
             print(
                 f"{shape} x{scale:g}: {r['workloads']} workloads, wall {r['wall_s']:.2f} s "
                 f"(cpu {r['cpu_s']:.2f} s), "
@@ -325,9 +325,10 @@ def main() -> None:
         if args.growth and len(results) == 2:
             small, big = results
             n_ratio = big["workloads"] / max(1, small["workloads"])
-            t_ratio = big["wall_s"] / max(1e-9, small["wall_s"])
+            # Medians: the smaller run is short enough for one lucky or unlucky run to skew it.
+            t_ratio = big["median_wall_s"] / max(1e-9, small["median_wall_s"])
             print(
-                f"  growth: {n_ratio:.1f}x workloads -> {t_ratio:.1f}x time "
+                f"  growth: {n_ratio:.1f}x workloads -> {t_ratio:.1f}x time (median wall) "
                 f"(n log n would be {n_ratio * (1 + __import__('math').log10(n_ratio) / 4):.1f}x or less)"
             )
 

@@ -211,7 +211,8 @@ class ClassicalPreemption:
                 previous = ancestor
         key = p.cq.name
         for lst in (same, hier, prio):
-            lst.sort(key=lambda c: candidate_sort_key(c.wl, key))
+            if len(lst) > 1:
+                lst.sort(key=lambda c: candidate_sort_key(c.wl, key))
         return same, hier, prio
 
     # --- the search ------------------------------------------------------------------------
