@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpuaas.core.cluster import ApplyError, Cluster
-from gpuaas.core.objects import ClusterQueue, KueueObject, Namespace, StopPolicy
+from gpuaas.core.objects import (
+    ClusterQueue,
+    KueueObject,
+    LabelSelector,
+    LocalQueue,
+    Namespace,
+    StopPolicy,
+)
 from gpuaas.core.state import Phase
 from gpuaas.testing.builders import (
     ClusterQueueBuilder as CQ,
@@ -354,6 +361,34 @@ def test_namespace_mismatch_keeps_workload_pending() -> None:
     c.schedule(0)
     assert c.workloads["default/a"].phase == Phase.PENDING
     assert "namespace" in c.why_pending("default/a")
+
+
+def test_cached_namespace_matches_and_routes_follow_changes() -> None:
+    """The engine caches selector matches and LocalQueue routes; each change must reach them."""
+    c = Cluster()
+    c.apply(flavor("f"), 0)
+    cq = CQ("cq").group(("f", {"cpu": "4"})).obj()
+    cq.namespace_selector = LabelSelector(match_labels=(("team", "x"),))
+    c.apply(cq, 0)
+    c.apply(Namespace("default"), 0)
+    c.apply(LocalQueue("default", "lq", "cq", StopPolicy.HOLD), 0)
+    c.apply(WL("a").request(cpu="1").obj(), 0)
+    c.schedule(0)
+    assert "LocalQueue lq is stopped" in c.why_pending("default/a")
+    c.apply(local_queue("lq", "cq"), 1)  # the queue resumes: the cached route must go
+    c.schedule(1)
+    assert "namespace" in c.why_pending("default/a")
+    c.apply(Namespace("default", {"team": "x"}), 2)  # now the selector matches
+    c.schedule(2)
+    assert c.workloads["default/a"].phase == Phase.ADMITTED
+    c.delete("ClusterQueue", None, "cq", 3)  # terminating: kept while a workload holds quota
+    c.apply(WL("b").request(cpu="1").obj(), 3)
+    c.finish("default/a", 4)  # the last one leaves: the CQ is dropped
+    c.schedule(4)
+    assert c.why_pending("default/b") == "ClusterQueue cq doesn't exist"
+    c.apply(WL("c").request(cpu="1").obj(), 5)  # routed after the drop: no stale route
+    c.schedule(5)
+    assert c.why_pending("default/c") == "ClusterQueue cq doesn't exist"
 
 
 def test_missing_flavor_makes_cq_inactive_with_warning() -> None:

@@ -73,10 +73,11 @@ class Cluster:
         self._scheduler = Scheduler(self)
         self.life = Lifecycle(self)
         self.now = 0.0  # the instant being scheduled (set by schedule())
-        # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it; cleared by any
-        # apply or delete of a non-Workload object, the only things that change the answer.
+        # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it, and
+        # (namespace, LocalQueue) -> resolve_cq's answer. Both are forgotten on any apply or
+        # delete of a non-Workload object and when a ClusterQueue is dropped: nothing else
+        # changes the answers.
         self._ns_match: dict[tuple[str, str], bool] = {}
-        # (namespace, LocalQueue) -> resolve_cq's answer; cleared with _ns_match.
         self._routes: dict[tuple[str, str], tuple[str | None, str]] = {}
 
     # --- apply / delete ----------------------------------------------------------------
@@ -84,9 +85,7 @@ class Cluster:
         if isinstance(obj, Workload):
             self.life.apply_workload(obj, now)
             return
-        # Namespaces, selectors and routes are only ever changed below.
-        self._ns_match.clear()
-        self._routes.clear()
+        self._forget_routing()  # namespaces, selectors and queues only change below
         if isinstance(obj, Namespace):
             obj.labels.setdefault("kubernetes.io/metadata.name", obj.name)
             self.namespaces[obj.name] = obj
@@ -144,11 +143,9 @@ class Cluster:
 
     def delete(self, kind: str, namespace: str | None, name: str, now: float) -> bool:
         self.version += 1
-        if kind != "Workload":
-            self._ns_match.clear()
-            self._routes.clear()
         if kind == "Workload":
             return self.life.delete_workload(f"{namespace}/{name}", now)
+        self._forget_routing()
         if kind == "Namespace":
             return self.namespaces.pop(name, None) is not None
         if kind == "ResourceFlavor":
@@ -175,10 +172,14 @@ class Cluster:
         self._refresh_structure()
         return found
 
+    def _forget_routing(self) -> None:
+        """Drop the cached namespace matches and LocalQueue routes (their inputs changed)."""
+        self._ns_match.clear()
+        self._routes.clear()
+
     def _drop_cq(self, cq: CQState) -> None:
         del self.cqs[cq.name]
-        self._routes.clear()
-        self._ns_match.clear()
+        self._forget_routing()
         for key in list(cq.queue.keys()):
             cq.queue.remove(key)
             wl = self.workloads[key]
