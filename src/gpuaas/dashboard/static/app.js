@@ -456,15 +456,20 @@ function renderWorkloadDetail(s, [ns, name]) {
 async function loadDetail(key) {
   const [ns, name] = key.split("/");
   const q = encodeURIComponent;
-  try {
-    const [doc, events, explain] = await Promise.all([
-      api(`${KUEUE}/namespaces/${q(ns)}/workloads/${q(name)}`),
-      api(`/api/v1/namespaces/${q(ns)}/events?fieldSelector=${q(`involvedObject.kind=Workload,involvedObject.name=${name}`)}`),
-      api(`${API}/namespaces/${q(ns)}/workloads/${q(name)}/explain`),
-    ]);
-    if (state.detail && state.detail.key === key) Object.assign(state.detail, { doc, events: events.items, explain, error: null });
-  } catch (e) {
-    if (state.detail && state.detail.key === key) state.detail.error = e.message;
+  // allSettled, and the first failure in this fixed order: the workload's own refusal is the
+  // message to show, whichever of the three requests happens to answer first.
+  const results = await Promise.allSettled([
+    api(`${KUEUE}/namespaces/${q(ns)}/workloads/${q(name)}`),
+    api(`/api/v1/namespaces/${q(ns)}/events?fieldSelector=${q(`involvedObject.kind=Workload,involvedObject.name=${name}`)}`),
+    api(`${API}/namespaces/${q(ns)}/workloads/${q(name)}/explain`),
+  ]);
+  const failed = results.find((r) => r.status === "rejected");
+  if (state.detail && state.detail.key === key) {
+    if (failed) state.detail.error = failed.reason.message;
+    else {
+      const [doc, events, explain] = results.map((r) => r.value);
+      Object.assign(state.detail, { doc, events: events.items, explain, error: null });
+    }
   }
   if (route().page === "workload") {
     const changed = state.changed;
