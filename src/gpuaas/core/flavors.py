@@ -48,12 +48,26 @@ class Mode(IntEnum):
     FIT = 3
 
 
+# Members bound once: on Python 3.11 each ``PMode.FIT`` is a descriptor lookup, and these
+# comparisons run for every flavor of every attempt.
+_P_NO_FIT, _P_NO_CANDIDATES, _P_PREEMPT, _P_RECLAIM, _P_FIT = (
+    PMode.NO_FIT,
+    PMode.NO_CANDIDATES,
+    PMode.PREEMPT,
+    PMode.RECLAIM,
+    PMode.FIT,
+)
+_M_NO_FIT, _M_PREEMPT, _M_FIT = Mode.NO_FIT, Mode.PREEMPT, Mode.FIT
+_TRY_NEXT = FungibilityAction.TRY_NEXT_FLAVOR
+_PREEMPTION_OVER_BORROWING = FungibilityPreference.PREEMPTION_OVER_BORROWING
+
+
 def _flavor_mode(pm: PMode) -> Mode:
-    if pm == PMode.NO_FIT:
-        return Mode.NO_FIT
-    if pm == PMode.FIT:
-        return Mode.FIT
-    return Mode.PREEMPT
+    if pm == _P_NO_FIT:
+        return _M_NO_FIT
+    if pm == _P_FIT:
+        return _M_FIT
+    return _M_PREEMPT
 
 
 @dataclass(slots=True)
@@ -74,9 +88,9 @@ class PodSetResult:
 
     def mode(self) -> Mode:
         if not self.reasons:
-            return Mode.FIT
+            return _M_FIT
         if not self.flavors:
-            return Mode.NO_FIT
+            return _M_NO_FIT
         return min(fc.mode for fc in self.flavors.values())
 
 
@@ -91,7 +105,7 @@ class Assignment:
     def mode(self) -> Mode:
         """The workload's mode: the worst PodSet's. Only asked once ``assign`` has returned."""
         if self._mode is None:
-            self._mode = min((ps.mode() for ps in self.pod_sets), default=Mode.NO_FIT)
+            self._mode = min((ps.mode() for ps in self.pod_sets), default=_M_NO_FIT)
         return self._mode
 
     def message(self) -> str:
@@ -108,7 +122,7 @@ class Assignment:
             (fc.flavor, res)
             for ps in self.pod_sets
             for res, fc in ps.flavors.items()
-            if fc.mode == Mode.PREEMPT
+            if fc.mode == _M_PREEMPT
         }
 
     def pending_flavors(self) -> bool:
@@ -122,14 +136,14 @@ Oracle = Callable[[FlavorResource, int], tuple[PMode, int]]
 def _is_preferred(
     a_mode: PMode, a_borrow: int, b_mode: PMode, b_borrow: int, pref: FungibilityPreference | None
 ) -> bool:
-    if a_mode == PMode.NO_FIT:
+    if a_mode == _P_NO_FIT:
         return False
-    if b_mode == PMode.NO_FIT:
+    if b_mode == _P_NO_FIT:
         return True
-    a_nc, b_nc = a_mode == PMode.NO_CANDIDATES, b_mode == PMode.NO_CANDIDATES
+    a_nc, b_nc = a_mode == _P_NO_CANDIDATES, b_mode == _P_NO_CANDIDATES
     if a_nc != b_nc:
         return not a_nc
-    if pref == FungibilityPreference.PREEMPTION_OVER_BORROWING:
+    if pref == _PREEMPTION_OVER_BORROWING:
         if a_borrow != b_borrow:
             return a_borrow < b_borrow
         return a_mode > b_mode
@@ -139,15 +153,12 @@ def _is_preferred(
 
 
 def _should_try_next(mode: PMode, borrow: int, cq: ClusterQueue) -> bool:
-    if mode in (PMode.NO_FIT, PMode.NO_CANDIDATES):
+    if mode in (_P_NO_FIT, _P_NO_CANDIDATES):
         return True
     ff = cq.flavor_fungibility
-    if (
-        mode in (PMode.PREEMPT, PMode.RECLAIM)
-        and ff.when_can_preempt == FungibilityAction.TRY_NEXT_FLAVOR
-    ):
+    if mode in (_P_PREEMPT, _P_RECLAIM) and ff.when_can_preempt == _TRY_NEXT:
         return True
-    return borrow > 0 and ff.when_can_borrow == FungibilityAction.TRY_NEXT_FLAVOR
+    return borrow > 0 and ff.when_can_borrow == _TRY_NEXT
 
 
 def untolerated_taint(flavor: ResourceFlavor, ps: PodSet) -> str | None:
@@ -221,7 +232,7 @@ class FlavorAssigner:
                 assignment.usage[fr] = assignment.usage.get(fr, 0) + requests[res]
                 tried[res] = fc.tried_idx
             assignment.last_tried.append(tried)
-            if result.mode() == Mode.NO_FIT:
+            if result.mode() == _M_NO_FIT:
                 return assignment
         return assignment
 
@@ -261,7 +272,7 @@ class FlavorAssigner:
         group_requests = {r: q for r, q in requests.items() if r in covered}
         reasons: list[str] = []
         best: dict[str, FlavorChoice] = {}
-        best_mode, best_borrow = PMode.NO_FIT, MAX_BORROW
+        best_mode, best_borrow = _P_NO_FIT, MAX_BORROW
         start = 0
         if self.last_tried is not None and idx < len(self.last_tried):
             start = self.last_tried[idx].get(res_name, -1) + 1
@@ -284,7 +295,7 @@ class FlavorAssigner:
                 reasons.append(f"flavor {fname} doesn't match node affinity")
                 continue
             choices: dict[str, FlavorChoice] = {}
-            rep_mode, rep_borrow = PMode.FIT, 0
+            rep_mode, rep_borrow = _P_FIT, 0
             for r, val in group_requests.items():
                 fr = (fname, r)
                 pmode, borrow, why = self._fits_quota(fr, assigned.get(fr, 0), val)
@@ -292,11 +303,11 @@ class FlavorAssigner:
                     reasons.append(why)
                 # The worst mode across the group's resources represents the flavor; a plain
                 # fit without borrowing never changes it (the common case, skipped cheaply).
-                if (pmode != PMode.FIT or borrow) and _is_preferred(
+                if (pmode != _P_FIT or borrow) and _is_preferred(
                     rep_mode, rep_borrow, pmode, borrow, self.cq.flavor_fungibility.preference
                 ):
                     rep_mode, rep_borrow = pmode, borrow
-                if rep_mode == PMode.NO_FIT:
+                if rep_mode == _P_NO_FIT:
                     break
                 choices[r] = FlavorChoice(fname, _flavor_mode(pmode), borrow)
             if not _should_try_next(rep_mode, rep_borrow, self.cq):
@@ -309,7 +320,7 @@ class FlavorAssigner:
         tried = -1 if attempted == n_flavors - 1 else attempted
         for fc in best.values():
             fc.tried_idx = tried
-        if best_mode == PMode.FIT:
+        if best_mode == _P_FIT:
             return best, []
         return best, reasons
 
@@ -320,13 +331,13 @@ class FlavorAssigner:
         if val <= available:  # available never exceeds potential_available: a fit needs no more
             q = node.quotas.get(fr)
             if q is not None and node.usage.get(fr, 0) + val <= q.nominal:
-                return PMode.FIT, 0, ""  # within nominal: borrowing level 0
-            return PMode.FIT, lowest_subtree_that_fits(node, fr, val)[0], ""
+                return _P_FIT, 0, ""  # within nominal: borrowing level 0
+            return _P_FIT, lowest_subtree_that_fits(node, fr, val)[0], ""
         max_capacity = node.potential_available(fr)
         flavor, res = fr
         if val > max_capacity:
             return (
-                PMode.NO_FIT,
+                _P_NO_FIT,
                 0,
                 f"insufficient quota for {res} in flavor {flavor}, request "
                 f"({format_quantity(val, res)}) > maximum capacity ({format_quantity(max_capacity, res)})",
@@ -339,7 +350,7 @@ class FlavorAssigner:
         if node.nominal(fr) >= val or may_reclaim or self._can_preempt_while_borrowing():
             pmode, borrow_after = self.oracle(fr, val)
             return pmode, borrow_after, why
-        return PMode.NO_FIT, borrow, why
+        return _P_NO_FIT, borrow, why
 
     def _can_preempt_while_borrowing(self) -> bool:
         p = self.cq.preemption
@@ -390,10 +401,10 @@ def assign_if_fits(
     returns None and the caller runs the full assigner, which then decides from scratch. The
     tests check that both give the same assignment wherever this one answers.
     """
-    try_next_on_borrow = cq.flavor_fungibility.when_can_borrow == FungibilityAction.TRY_NEXT_FLAVOR
+    try_next_on_borrow = cq.flavor_fungibility.when_can_borrow == _TRY_NEXT
     covers_pods = "pods" in rg_by_resource
     quotas, usage_now = node.quotas, node.usage
-    fit = Mode.FIT
+    fit = _M_FIT
     assigned: dict[FlavorResource, int] = {}
     assignment = Assignment([], 0, assigned, [], fit)
     for i, ps in enumerate(pod_sets):
