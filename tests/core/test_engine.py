@@ -507,3 +507,37 @@ def test_preemptor_is_admitted_in_the_flavor_it_preempted_for() -> None:
     assert adm is not None and adm.pod_sets[0].flavors == {"cpu": "f1"}
     assert c.preempted_keys == {"default/b-job"}
     assert c.workloads["default/b-job"].phase == Phase.PENDING
+
+
+def test_turning_events_off_changes_no_decision() -> None:
+    """The scenario runner builds its cluster with record_events=False: only events may differ."""
+
+    def play(record: bool) -> Cluster:
+        c = Cluster(record_events=record)
+        c.apply(flavor("f"), 0)
+        c.apply(
+            CQ("cq").group(("f", {"cpu": "4"})).preemption("LowerPriority").obj(),
+            0,
+        )
+        c.apply(local_queue("lq", "cq"), 0)
+        for i, (cpu, prio) in enumerate([(2, 1), (2, 1), (3, 5), (1, 0)]):
+            c.apply(WL(f"w{i}").request(cpu=str(cpu)).priority(prio).obj(), i)
+            c.schedule(i)
+        c.finish("default/w2", 10)
+        c.schedule(10)
+        return c
+
+    on, off = play(True), play(False)
+    assert on.events and not off.events
+    for key, w in on.workloads.items():
+        o = off.workloads[key]
+        assert (w.phase, w.cluster_queue, w.admission_count, w.requeue_count) == (
+            o.phase,
+            o.cluster_queue,
+            o.admission_count,
+            o.requeue_count,
+        )
+        assert {t: c.to_dict() for t, c in w.conditions.items()} == {
+            t: c.to_dict() for t, c in o.conditions.items()
+        }
+    assert any(w.requeue_count for w in on.workloads.values())  # a preemption happened

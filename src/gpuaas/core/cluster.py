@@ -41,10 +41,18 @@ MAX_READMISSIONS = 5  # admissions of one workload within one instant before it 
 
 class Cluster:
     def __init__(
-        self, config: SchedulerConfig | None = None, *, instant_evictions: bool = True
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        instant_evictions: bool = True,
+        record_events: bool = True,
     ) -> None:
         self.config = config or SchedulerConfig()
         self.instant_evictions = instant_evictions
+        # Events are an output for whoever drains ``events`` (the server stores them). A caller
+        # that never reads them (the scenario runner reports states) turns them off; conditions,
+        # reasons and every decision stay the same.
+        self.record_events = record_events
         self.namespaces: dict[str, Namespace] = {}
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cqs: dict[str, CQState] = {}

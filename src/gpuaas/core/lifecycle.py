@@ -42,6 +42,8 @@ class Lifecycle:
         message: str,
         related: str | None = None,
     ) -> None:
+        if not self.c.record_events:
+            return
         self.c.events.append(
             Event(now, type_, reason, "Workload " + wl.key, message, wl.key, related)
         )
@@ -198,7 +200,7 @@ class Lifecycle:
                 "Previously: " + wl.conditions["Evicted"].message,
                 now,
             )
-        if restored:
+        if restored or not c.record_events:
             return
         wait = now - wl.created_at
         self._event(
