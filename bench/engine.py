@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,19 @@ def _pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))]
 
 
+def _timing(method: Callable[..., Any], sink: list[float]) -> Callable[..., Any]:
+    """``method``, appending each call's duration to ``sink``."""
+
+    def timed(*args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return method(*args)
+        finally:
+            sink.append(time.perf_counter() - t0)
+
+    return timed
+
+
 def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
     """Run the scenario through the runner with timing wrappers around the engine."""
     import gc
@@ -184,34 +198,15 @@ def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
     cycle_times: list[float] = []
     search_times: list[float] = []
     settle_times: list[float] = []
-    orig_cycle = scheduler_mod.Scheduler.cycle
-    orig_targets = preemption_mod.ClassicalPreemption.targets
-    orig_schedule = cluster_mod.Cluster.schedule
-
-    def timed_schedule(self: Any, now: float) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return orig_schedule(self, now)
-        finally:
-            settle_times.append(time.perf_counter() - t0)
-
-    def timed_cycle(self: Any, heads: Any, now: float) -> bool:
-        t0 = time.perf_counter()
-        try:
-            return orig_cycle(self, heads, now)
-        finally:
-            cycle_times.append(time.perf_counter() - t0)
-
-    def timed_targets(self: Any, p: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return orig_targets(self, p)
-        finally:
-            search_times.append(time.perf_counter() - t0)
-
-    scheduler_mod.Scheduler.cycle = timed_cycle  # type: ignore[method-assign]
-    preemption_mod.ClassicalPreemption.targets = timed_targets  # type: ignore[method-assign]
-    cluster_mod.Cluster.schedule = timed_schedule  # type: ignore[method-assign]
+    # (class, method, where its durations go): wrapped from outside, put back afterwards.
+    timed = [
+        (scheduler_mod.Scheduler, "cycle", cycle_times),
+        (preemption_mod.ClassicalPreemption, "targets", search_times),
+        (cluster_mod.Cluster, "schedule", settle_times),
+    ]
+    originals = [(cls, name, getattr(cls, name)) for cls, name, _ in timed]
+    for (cls, name, sink), (_, _, orig) in zip(timed, originals, strict=True):
+        setattr(cls, name, _timing(orig, sink))
     try:
         seen: list[Any] = []
         t0, c0 = time.perf_counter(), time.process_time()
@@ -219,9 +214,8 @@ def run_in_process(doc: dict[str, Any]) -> dict[str, Any]:
         outcome = runner.run_scenario(scenario, on_step=lambda _s, c: seen.append(c))
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
-        scheduler_mod.Scheduler.cycle = orig_cycle  # type: ignore[method-assign]
-        preemption_mod.ClassicalPreemption.targets = orig_targets  # type: ignore[method-assign]
-        cluster_mod.Cluster.schedule = orig_schedule  # type: ignore[method-assign]
+        for cls, name, orig in originals:
+            setattr(cls, name, orig)
     cluster = seen[-1]
     admissions = sum(w.admission_count for w in cluster.workloads.values())
     return {
