@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuaas.pgurl import is_postgres_url
 from gpuaas.store.base import Store, StoreError
 from gpuaas.store.groupcommit import GroupCommitter
 from gpuaas.store.records import (
@@ -30,7 +31,7 @@ from gpuaas.store.records import (
 
 def open_store(url: str) -> Store:
     """Open (and create the tables of) the store at ``url``."""
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):
         from gpuaas.store.postgres import PostgresStore
 
         return PostgresStore(url)

@@ -8,24 +8,13 @@ default). This module must not hold a transaction open across anything but its o
 
 from __future__ import annotations
 
-import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
 import psycopg
 
+from gpuaas.pgurl import is_plain_identifier, split_schema
 from gpuaas.store.base import StoreError
 from gpuaas.store.sql import SqlStore
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """Remove ``schema=`` from the URL's query; return the libpq URL and the schema."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), None)
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
+__all__ = ["PostgresStore", "split_schema"]
 
 
 class PostgresStore(SqlStore):
@@ -34,7 +23,7 @@ class PostgresStore(SqlStore):
 
     def __init__(self, url: str) -> None:
         conninfo, schema = split_schema(url)
-        if schema is not None and not _IDENT.match(schema):
+        if schema is not None and not is_plain_identifier(schema):
             raise StoreError(f"--db {url}: schema {schema!r} is not a plain SQL identifier")
 
         def connect() -> psycopg.Connection[tuple[object, ...]]:

@@ -103,22 +103,14 @@ class SqliteUsageStore:
             self._db.close()
 
     def put(self, interval: UsageInterval) -> None:
-        usage = encode_usage(interval)
+        row = interval_to_row(interval)
         with self._lock:
             self._db.execute(
                 f"INSERT INTO usage_intervals ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 'ON CONFLICT (workload_key, start) DO UPDATE SET "end" = excluded."end", '
                 "namespace = excluded.namespace, local_queue = excluded.local_queue, "
                 "cluster_queue = excluded.cluster_queue, usage = excluded.usage",
-                (
-                    interval.workload_key,
-                    interval.start,
-                    interval.end,
-                    interval.namespace,
-                    interval.local_queue,
-                    interval.cluster_queue,
-                    usage,
-                ),
+                row,
             )
 
     def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
@@ -141,9 +133,18 @@ class SqliteUsageStore:
         return [interval_from_row(r) for r in rows]
 
 
-def encode_usage(interval: UsageInterval) -> str:
-    """The ``usage`` column: JSON ``[[flavor, resource, quantity], ...]``."""
-    return json.dumps([list(u) for u in interval.usage])
+def interval_to_row(interval: UsageInterval) -> tuple[object, ...]:
+    """The row stored as ``COLUMNS`` (both SQL adapters); ``usage`` is JSON
+    ``[[flavor, resource, quantity], ...]``."""
+    return (
+        interval.workload_key,
+        interval.start,
+        interval.end,
+        interval.namespace,
+        interval.local_queue,
+        interval.cluster_queue,
+        json.dumps([list(u) for u in interval.usage]),
+    )
 
 
 def interval_from_row(r: Sequence[object]) -> UsageInterval:

@@ -3,8 +3,8 @@
 When the control plane's store is PostgreSQL, usage goes to the same database, in its own table
 ``usage_intervals`` (created if missing), so a server's data lives in one place and survives the
 loss of its data dir. A ``schema=NAME`` query parameter on the URL (not a libpq parameter, so it is
-removed before connecting) puts the table in that schema, as ``gpuaas.store.postgres`` does; the
-few lines that parse it are duplicated here because adapters must not import each other. Every
+removed before connecting) puts the table in that schema, as ``gpuaas.store.postgres`` does (both
+parse it with ``gpuaas.pgurl``, since adapters must not import each other). Every
 statement commits on its own (autocommit): no transaction is held open between calls. This module
 computes no totals and must not import the object store.
 """
@@ -12,22 +12,20 @@ computes no totals and must not import the object store.
 from __future__ import annotations
 
 import math
-import re
 import threading
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
+from gpuaas.pgurl import is_plain_identifier, is_postgres_url, split_schema
 from gpuaas.telemetry.accounting import UsageInterval
 from gpuaas.telemetry.usage_store import (
     COLUMNS,
     UsageStoreError,
-    encode_usage,
     interval_from_row,
+    interval_to_row,
 )
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+__all__ = ["PostgresUsageStore", "is_postgres_url", "split_schema"]
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS usage_intervals (
@@ -51,26 +49,13 @@ _UPSERT = (
 )
 
 
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(POSTGRES_SCHEMES)
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """Remove ``schema=`` from the URL's query; return the libpq URL and the schema."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), None)
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
-
-
 class PostgresUsageStore:
     """One table in PostgreSQL; one autocommit connection, reopened if it breaks; thread-safe."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._conninfo, self._schema = split_schema(url)
-        if self._schema is not None and not _IDENT.match(self._schema):
+        if self._schema is not None and not is_plain_identifier(self._schema):
             raise UsageStoreError(f"--db {url}: schema {self._schema!r} is not a plain identifier")
         self._lock = threading.Lock()
         self._db: psycopg.Connection[tuple[object, ...]] | None = None
@@ -120,16 +105,9 @@ class PostgresUsageStore:
                 self._db = None
 
     def put(self, interval: UsageInterval) -> None:
-        row = (
-            interval.workload_key,
-            interval.start,
-            interval.end,
-            interval.namespace,
-            interval.local_queue,
-            interval.cluster_queue,
-            encode_usage(interval),
+        self._run(
+            f"writing the interval of {interval.workload_key}", _UPSERT, interval_to_row(interval)
         )
-        self._run(f"writing the interval of {interval.workload_key}", _UPSERT, row)
 
     def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
         lo = -math.inf if since is None else since
