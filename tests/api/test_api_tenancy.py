@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gpuaas.api.testing import ServerProcess
-from gpuaas.engine.kinds import KINDS
+from gpuaas.vocab.kinds import KINDS
 
 SEED = Path(__file__).parents[1] / "cli_client" / "seed"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"

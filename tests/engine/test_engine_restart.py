@@ -10,8 +10,8 @@ import pytest
 from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Invalid, NotFound
-from gpuaas.engine.kinds import BY_KIND
 from gpuaas.store import open_store
+from gpuaas.vocab.kinds import BY_KIND
 
 
 class Clock:

@@ -19,11 +19,11 @@ import pytest
 
 from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.kinds import BY_KIND
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.inventory import detect_node, parse_fake_gpus
 from gpuaas.runtimes import LocalRuntime
 from gpuaas.store import open_store
+from gpuaas.vocab.kinds import BY_KIND
 
 JOB = BY_KIND["Job"]
 

@@ -19,8 +19,8 @@ from gpuaas.telemetry import (
     QuotaRow,
     SimulatedCollector,
     attribute,
-    build_registry,
 )
+from gpuaas.telemetry.metrics import build_registry
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-gpuaas.json"
 METRIC = re.compile(r"\b(kueue_[a-z_]+|DCGM_FI_[A-Z_]+|gpuaas_[a-z_]+)\b")

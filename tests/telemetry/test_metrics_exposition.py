@@ -21,8 +21,8 @@ from gpuaas.telemetry import (
     QuotaRow,
     SimulatedCollector,
     attribute,
-    build_registry,
 )
+from gpuaas.telemetry.metrics import build_registry
 
 Labels = frozenset[tuple[str, str]]
 

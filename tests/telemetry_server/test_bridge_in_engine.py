@@ -27,11 +27,12 @@ from telemetry_docs import (
 from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid
-from gpuaas.engine.kinds import BY_KIND, CONFIGURATION
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.inventory.gpus import parse_fake_gpus
 from gpuaas.store import open_store
-from gpuaas.telemetry import GroupBy, SqliteUsageStore, build_registry, render
+from gpuaas.telemetry import GroupBy, SqliteUsageStore
+from gpuaas.telemetry.metrics import build_registry, render
+from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION
 
 T0 = 1_700_000_000.0
 

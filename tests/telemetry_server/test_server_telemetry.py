@@ -34,7 +34,7 @@ from telemetry_docs import (
 )
 
 from gpuaas.api.testing import ServerProcess
-from gpuaas.engine.kinds import BY_KIND
+from gpuaas.vocab.kinds import BY_KIND
 
 pytestmark = pytest.mark.slow
 

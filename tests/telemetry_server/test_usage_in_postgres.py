@@ -19,9 +19,9 @@ import pytest
 from telemetry_docs import cluster_queue, flavor, local_queue, namespace, priority_class, workload
 
 from gpuaas.api.testing import ServerProcess
-from gpuaas.engine.kinds import BY_KIND
 from gpuaas.store.testing import drop_schema, postgres_schema_url, postgres_unavailable
 from gpuaas.telemetry.usage_store_postgres import split_schema
+from gpuaas.vocab.kinds import BY_KIND
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

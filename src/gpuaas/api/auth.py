@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.engine.kinds import NAMESPACE, Kind
 from gpuaas.engine.tokens import Tokens
+from gpuaas.vocab.kinds import NAMESPACE, Kind
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 

@@ -26,10 +26,10 @@ from gpuaas.core.quantity import format_quantity
 from gpuaas.core.state import Phase, WorkloadState
 from gpuaas.engine import telemetry_bridge
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.kinds import BY_KIND
 from gpuaas.engine.telemetry_view import holders
 from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.store import EventRecord
+from gpuaas.vocab.kinds import BY_KIND
 
 JsonDoc = dict[str, Any]
 GPU = "nvidia.com/gpu"

@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from gpuaas.api.auth import Principal, authenticate, require_admin, require_namespace
 from gpuaas.api.body import BodyError, parse_body, read_body
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.render import rfc3339
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import EventRecord
+from gpuaas.vocab.render import rfc3339
 
 GPUAAS = "/apis/gpuaas.dev/v1alpha1"
 

@@ -19,14 +19,8 @@ from gpuaas.api.auth import Principal, authenticate, require_admin
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid, Unavailable
 from gpuaas.engine.telemetry_bridge import TelemetryBridge, find
-from gpuaas.telemetry import (
-    CONTENT_TYPE,
-    TelemetryInputError,
-    build_registry,
-    parse_group_by,
-    parse_time,
-    render,
-)
+from gpuaas.telemetry import TelemetryInputError, parse_group_by, parse_time
+from gpuaas.telemetry.metrics import CONTENT_TYPE, build_registry, render
 
 GPUAAS = "/apis/gpuaas.dev/v1alpha1"
 

@@ -1,4 +1,4 @@
-"""Kubernetes-style routes for every kind in ``engine.kinds``: create, get, list, replace, patch,
+"""Kubernetes-style routes for every kind in ``vocab.kinds``: create, get, list, replace, patch,
 delete and watch, on the same paths Kubernetes uses (namespaced and all-namespaces forms).
 
 Handlers are thin: authenticate, authorize, read the body, call the engine in a worker thread,
@@ -18,9 +18,9 @@ from gpuaas.api.auth import Principal, authenticate, authorize
 from gpuaas.api.body import BodyError, parse_body, read_body
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid
-from gpuaas.engine.kinds import KINDS, NAMESPACE, Kind
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
+from gpuaas.vocab.kinds import KINDS, NAMESPACE, Kind
 
 JsonDoc = dict[str, Any]
 

@@ -16,8 +16,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.kinds import Kind
 from gpuaas.store import Change
+from gpuaas.vocab.kinds import Kind
 
 _MAX_QUEUED = 50_000
 

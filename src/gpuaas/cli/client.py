@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from gpuaas.engine.kinds import Kind
+from gpuaas.vocab.kinds import Kind
 
 JsonDoc = dict[str, Any]
 

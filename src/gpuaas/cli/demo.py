@@ -35,7 +35,7 @@ from gpuaas import demos
 from gpuaas.cli import printers
 from gpuaas.cli.client import Client, ClientError, Config
 from gpuaas.cli.demo_view import CastRecorder, Snapshot, changes, screen, workload_state
-from gpuaas.engine.kinds import BY_KIND, for_api_version
+from gpuaas.vocab.kinds import BY_KIND, for_api_version
 
 JsonDoc = dict[str, Any]
 GPUAAS = "/apis/gpuaas.dev/v1alpha1"

@@ -1,6 +1,6 @@
 """kubectl-like commands against a running server: apply, get, describe, delete, explain, login.
 
-Each command resolves kinds and short names through ``engine.kinds``, talks to the server through
+Each command resolves kinds and short names through ``vocab.kinds``, talks to the server through
 ``cli.client`` and prints through ``cli.printers``. Errors print as kubectl does ("Error from
 server (Forbidden): ...") and exit 1, never with a traceback. ``register(app)`` adds the commands
 to the root ``gpuaas`` app.
@@ -20,7 +20,7 @@ import yaml
 
 from gpuaas.cli import printers
 from gpuaas.cli.client import Client, ClientError, Config, load_config, save_config
-from gpuaas.engine.kinds import Kind, for_api_version, lookup
+from gpuaas.vocab.kinds import Kind, for_api_version, lookup
 
 JsonDoc = dict[str, Any]
 

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuaas.engine.kinds import Kind
-from gpuaas.engine.ray_status import dashboard_address
-from gpuaas.engine.render import parse_rfc3339
+from gpuaas.vocab.kinds import Kind
+from gpuaas.vocab.ray_status import dashboard_address
+from gpuaas.vocab.render import parse_rfc3339
 
 JsonDoc = dict[str, Any]
 Column = tuple[str, Callable[[JsonDoc], str]]

@@ -13,9 +13,9 @@ from typing import Any, cast
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import KueueObject
 from gpuaas.engine.errors import Invalid
-from gpuaas.engine.kinds import CONFIGURATION, Kind
 from gpuaas.store import JsonDoc
 from gpuaas.telemetry import TelemetryInputError, parse_configuration
+from gpuaas.vocab.kinds import CONFIGURATION, Kind
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -27,9 +27,8 @@ from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import ClusterQueue, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, queries, ray_status, render
+from gpuaas.engine import documents, persisted, queries
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
-from gpuaas.engine.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
     AppendChange,
@@ -46,6 +45,8 @@ from gpuaas.store import (
     StoreError,
     Write,
 )
+from gpuaas.vocab import ray_status, render
+from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class Engine:
                 continue
             if not isinstance(obj, Workload):
                 continue
-            restored = render.admission_from_internal(rec.internal)
+            restored = persisted.admission_from_internal(rec.internal)
             phase = rec.internal.get("phase")
             if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
                 admission, admitted_at = restored
@@ -146,7 +147,7 @@ class Engine:
                     self.cluster.finish(obj.key, rec.created)
             st = self.cluster.workloads.get(obj.key)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
-                self._fingerprints[obj.key] = render.fingerprint(st)
+                self._fingerprints[obj.key] = persisted.fingerprint(st)
         # 3. Settle at the current time and persist what changed.
         batch = _Batch()
         self._settle(self.clock(), batch)
@@ -253,7 +254,7 @@ class Engine:
             if st is None:
                 self._fingerprints.pop(key, None)
                 continue
-            fp = render.fingerprint(st)
+            fp = persisted.fingerprint(st)
             if self._fingerprints.get(key) == fp:
                 continue
             ns, _, name = key.partition("/")
@@ -265,7 +266,7 @@ class Engine:
             rv = self._next_rv()
             doc = documents.with_rv(rec.doc, rv)
             doc["status"] = render.workload_status(st)
-            internal = {**rec.internal, **render.internal_state(st)}
+            internal = {**rec.internal, **persisted.internal_state(st)}
             if st.admission is None:
                 internal.pop("admission", None)
                 internal.pop("admittedAt", None)
@@ -278,7 +279,7 @@ class Engine:
                 continue  # as Kubernetes aggregates a repeated event
             self._last_event[ev.object] = sig
             self._event_id += 1
-            batch.writes.append(AppendEvent(render.event_record(self._event_id, ev)))
+            batch.writes.append(AppendEvent(persisted.event_record(self._event_id, ev)))
 
     def tick(self) -> None:
         """Schedule at the current time; the server calls this about once a second."""

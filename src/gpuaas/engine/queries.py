@@ -10,8 +10,8 @@ from __future__ import annotations
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.objects import ClusterQueue
 from gpuaas.core.state import Phase
-from gpuaas.engine import render
 from gpuaas.store import JsonDoc
+from gpuaas.vocab import render
 
 
 def core_cq(cluster: Cluster, name: str) -> ClusterQueue | None:

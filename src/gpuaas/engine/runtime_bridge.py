@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.state import Event, Phase, WorkloadState
-from gpuaas.engine.kinds import WORKLOAD
 from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.runtimes import (
     AlreadyRunning,
@@ -39,6 +38,7 @@ from gpuaas.runtimes.local import LocalRuntime
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.store import ObjectKey
+from gpuaas.vocab.kinds import WORKLOAD
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.state import Event, WorkloadState
-from gpuaas.engine.kinds import CONFIGURATION
 from gpuaas.engine.telemetry_view import (
     HOLDING,
     DerivedPinning,
@@ -56,6 +55,7 @@ from gpuaas.telemetry import (
     usage_report,
 )
 from gpuaas.telemetry.usage_store import open_usage_store
+from gpuaas.vocab.kinds import CONFIGURATION
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine

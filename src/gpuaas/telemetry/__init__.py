@@ -3,7 +3,9 @@
 This package is an adapter: it depends on ``gpuaas.core`` only, never on the engine, the API or
 other adapters. The engine fills the plain records defined here (``MetricsSnapshot``,
 ``KueueCounters``, ``UsageLedger`` calls, the GPU pinning) and acts on the decisions returned
-(``HoardingDecision``). Only ``telemetry.nvml`` touches the NVIDIA driver.
+(``HoardingDecision``). Only ``telemetry.nvml`` touches the NVIDIA driver, and only
+``telemetry.metrics`` imports ``prometheus_client``: it is not re-exported here, so that importing
+the package (the engine checks a ``GpuaasConfiguration`` with it) never loads Prometheus.
 """
 
 from gpuaas.telemetry.accounting import (
@@ -43,7 +45,6 @@ from gpuaas.telemetry.hoarding import (
     HoardingDetector,
     HoardingRow,
 )
-from gpuaas.telemetry.metrics import CONTENT_TYPE, build_registry, render
 from gpuaas.telemetry.nvml import NvmlCollector
 from gpuaas.telemetry.report import parse_time, render_hoarding, render_usage
 from gpuaas.telemetry.samples import AttributedSample, GpuHolder, GpuSample, Pinning, attribute
@@ -59,7 +60,6 @@ from gpuaas.telemetry.usage_store import MemoryUsageStore, SqliteUsageStore, Usa
 
 __all__ = [
     "API_VERSION",
-    "CONTENT_TYPE",
     "DEFAULT_INTERVAL_SECONDS",
     "KIND",
     "PROFILE_ANNOTATION",
@@ -98,13 +98,11 @@ __all__ = [
     "UsageRow",
     "UsageStore",
     "attribute",
-    "build_registry",
     "is_gpu",
     "parse_configuration",
     "parse_group_by",
     "parse_time",
     "profile_from_annotations",
-    "render",
     "render_hoarding",
     "render_usage",
     "usage_report",

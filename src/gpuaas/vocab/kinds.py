@@ -1,7 +1,8 @@
 """The API kinds gpuaas serves: group, versions, plural, scope, short names, printer columns' keys.
 
 One table that the engine (storage keys), the HTTP routers (paths) and the CLI (short names) all
-read, so that a kind is added in one place. It holds facts about names only, no behaviour.
+read, so that a kind is added in one place. It holds facts about names only, no behaviour, and
+imports nothing from gpuaas.
 """
 
 from __future__ import annotations

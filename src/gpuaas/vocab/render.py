@@ -1,8 +1,11 @@
-"""How engine state is shown through the API: Kueue's status fields, timestamps and quantities.
+"""How core state reads on the wire: Kueue's status fields, timestamps and quantities.
 
 Workload status is written as Kueue writes it (``status.conditions``, ``status.admission`` with
-``podSetAssignments``), ClusterQueue and LocalQueue status as Kueue's counters. Quantities go out in
-Kubernetes text through ``core.quantity.format_quantity``. Pure functions: no locks, no I/O.
+``podSetAssignments``), ClusterQueue status as Kueue's counters, a job's derived Workload as Kueue
+creates it, timestamps as RFC 3339. Quantities go out in Kubernetes text through
+``core.quantity.format_quantity``. The engine writes these documents and the CLI reads them back
+(``parse_rfc3339``). Pure functions over core objects: no locks, no I/O, no store, and nothing the
+engine keeps only for itself (that is ``engine.persisted``).
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from typing import Any
 
 from gpuaas.core.objects import ClusterQueue, Workload
 from gpuaas.core.quantity import format_quantity
-from gpuaas.core.state import Admission, Event, PodSetAssignment, WorkloadState
-from gpuaas.store import EventRecord
+from gpuaas.core.state import WorkloadState
 
 JsonDoc = dict[str, Any]
 
@@ -28,23 +30,6 @@ def parse_rfc3339(text: str) -> float | None:
         return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
-    """Cheap identity of everything ``workload_status`` shows; equal means nothing to write."""
-    conds = tuple(
-        (c.type, c.status, c.reason, c.message, c.last_transition_time)
-        for c in st.conditions.values()
-    )
-    adm = None
-    if st.admission is not None:
-        adm = (
-            st.admission.cluster_queue,
-            tuple(
-                (p.name, tuple(sorted(p.flavors.items())), p.count) for p in st.admission.pod_sets
-            ),
-        )
-    return (st.phase, conds, adm, st.admitted_at)
 
 
 def workload_status(st: WorkloadState) -> JsonDoc:
@@ -76,42 +61,6 @@ def workload_status(st: WorkloadState) -> JsonDoc:
             ],
         }
     return status
-
-
-def internal_state(st: WorkloadState) -> JsonDoc:
-    """What a restart needs that the shown status loses: exact times and integer usage."""
-    out: JsonDoc = {"phase": str(st.phase), "created": st.created_at}
-    if st.admission is not None:
-        out["admission"] = {
-            "clusterQueue": st.admission.cluster_queue,
-            "podSets": [
-                {
-                    "name": p.name,
-                    "flavors": dict(p.flavors),
-                    "count": p.count,
-                    "usage": dict(p.resource_usage),
-                }
-                for p in st.admission.pod_sets
-            ],
-        }
-        out["admittedAt"] = st.admitted_at
-    return out
-
-
-def admission_from_internal(internal: JsonDoc) -> tuple[Admission, float] | None:
-    raw = internal.get("admission")
-    if not isinstance(raw, dict) or internal.get("admittedAt") is None:
-        return None
-    pod_sets = [
-        PodSetAssignment(
-            name=str(p["name"]),
-            flavors={str(k): str(v) for k, v in p["flavors"].items()},
-            count=int(p["count"]),
-            resource_usage={str(k): int(v) for k, v in p["usage"].items()},
-        )
-        for p in raw.get("podSets", [])
-    ]
-    return Admission(str(raw["clusterQueue"]), pod_sets), float(internal["admittedAt"])
 
 
 def derived_workload_doc(wl: Workload, owner: JsonDoc, api_version: str) -> JsonDoc:
@@ -236,15 +185,3 @@ def quota_summary(cq: ClusterQueue, usage: dict[tuple[str, str], int]) -> list[J
                     }
                 )
     return out
-
-
-def event_record(event_id: int, ev: Event) -> EventRecord:
-    """A core event as the store keeps it, with the namespace it belongs to."""
-    ns = ""
-    if ev.workload:
-        ns = ev.workload.partition("/")[0]
-    elif "/" in ev.object:
-        ns = ev.object.split(" ", 1)[-1].partition("/")[0]
-    return EventRecord(
-        event_id, ev.time, ns, ev.type, ev.reason, ev.object, ev.message, ev.workload, ev.related
-    )

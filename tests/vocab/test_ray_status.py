@@ -17,8 +17,8 @@ from gpuaas.cli import printers
 from gpuaas.core.manifests import parse_object
 from gpuaas.core.objects import Workload
 from gpuaas.core.state import Admission, Condition, Phase, PodSetAssignment, WorkloadState
-from gpuaas.engine.kinds import BY_KIND
-from gpuaas.engine.ray_status import dashboard_address, memory_text, ray_cluster_status
+from gpuaas.vocab.kinds import BY_KIND
+from gpuaas.vocab.ray_status import dashboard_address, memory_text, ray_cluster_status
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "003-rayclusters"
 DOC = yaml.safe_load((SEED / "team-b-ray-cluster-dev.yaml").read_text())

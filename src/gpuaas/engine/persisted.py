@@ -1,0 +1,82 @@
+"""What the engine stores beside each shown document, and its events as the store keeps them.
+
+A Workload record's ``internal`` part holds what a restart needs and the shown status loses: the
+phase, exact times and integer usage of its admission (``internal_state``, read back by
+``admission_from_internal``). ``fingerprint`` says whether a workload's shown status changed, so
+that unchanged ones are not written again. Pure functions: no locks, no I/O; how a document reads
+on the wire is ``vocab.render``'s, not this module's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuaas.core.state import Admission, Event, PodSetAssignment, WorkloadState
+from gpuaas.store import EventRecord
+
+JsonDoc = dict[str, Any]
+
+
+def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
+    """Cheap identity of everything ``workload_status`` shows; equal means nothing to write."""
+    conds = tuple(
+        (c.type, c.status, c.reason, c.message, c.last_transition_time)
+        for c in st.conditions.values()
+    )
+    adm = None
+    if st.admission is not None:
+        adm = (
+            st.admission.cluster_queue,
+            tuple(
+                (p.name, tuple(sorted(p.flavors.items())), p.count) for p in st.admission.pod_sets
+            ),
+        )
+    return (st.phase, conds, adm, st.admitted_at)
+
+
+def internal_state(st: WorkloadState) -> JsonDoc:
+    """What a restart needs that the shown status loses: exact times and integer usage."""
+    out: JsonDoc = {"phase": str(st.phase), "created": st.created_at}
+    if st.admission is not None:
+        out["admission"] = {
+            "clusterQueue": st.admission.cluster_queue,
+            "podSets": [
+                {
+                    "name": p.name,
+                    "flavors": dict(p.flavors),
+                    "count": p.count,
+                    "usage": dict(p.resource_usage),
+                }
+                for p in st.admission.pod_sets
+            ],
+        }
+        out["admittedAt"] = st.admitted_at
+    return out
+
+
+def admission_from_internal(internal: JsonDoc) -> tuple[Admission, float] | None:
+    raw = internal.get("admission")
+    if not isinstance(raw, dict) or internal.get("admittedAt") is None:
+        return None
+    pod_sets = [
+        PodSetAssignment(
+            name=str(p["name"]),
+            flavors={str(k): str(v) for k, v in p["flavors"].items()},
+            count=int(p["count"]),
+            resource_usage={str(k): int(v) for k, v in p["usage"].items()},
+        )
+        for p in raw.get("podSets", [])
+    ]
+    return Admission(str(raw["clusterQueue"]), pod_sets), float(internal["admittedAt"])
+
+
+def event_record(event_id: int, ev: Event) -> EventRecord:
+    """A core event as the store keeps it, with the namespace it belongs to."""
+    ns = ""
+    if ev.workload:
+        ns = ev.workload.partition("/")[0]
+    elif "/" in ev.object:
+        ns = ev.object.split(" ", 1)[-1].partition("/")[0]
+    return EventRecord(
+        event_id, ev.time, ns, ev.type, ev.reason, ev.object, ev.message, ev.workload, ev.related
+    )
