@@ -92,7 +92,8 @@ def _play(
             submitted.append(f"default/{name}")
         elif submitted:
             c.finish(submitted[idx % len(submitted)], t)
-        for e in c.schedule(t):
+        c.schedule(t)
+        for e in c.take_events():
             log.append((e.time, e.reason, e.workload, e.related))
         check_invariants(c)
     return c, log

@@ -1,10 +1,12 @@
-"""The engine's state and its one entry point: objects in, decisions (events, statuses) out.
+"""The engine's state and its one entry point: objects in, decisions out.
 
 ``Cluster`` holds every Kueue object, the quota tree, the pending queues and each workload's
 status. ``apply``/``delete``/``finish`` change the world; ``schedule(now)`` runs scheduling cycles
-until nothing changes at that instant, as the scenario contract defines "settled". It is pure:
-no I/O and no clock, ``now`` is always passed in. Live runtimes construct it with
-``instant_evictions=False`` and call ``confirm_stopped`` once an evicted workload's pods are gone.
+until nothing changes at that instant, as the scenario contract defines "settled", and returns the
+decisions (``core.decisions``) taken since the last call, in order. Kueue's events for them are
+kept in ``events`` (drained by ``take_events``). It is pure: no I/O and no clock, ``now`` is always
+passed in. Live runtimes construct it with ``instant_evictions=False`` and call
+``confirm_stopped`` once an evicted workload's pods are gone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 
 from gpuaas.core.cache import CQState
 from gpuaas.core.config import SchedulerConfig
+from gpuaas.core.decisions import Decision
 from gpuaas.core.errors import ApplyError
 from gpuaas.core.fairsharing import FairPreemption, fair_order
 from gpuaas.core.lifecycle import Lifecycle
@@ -69,14 +72,15 @@ class Cluster:
         # (time, cq): when a workload's minimum runtime runs out it becomes a preemption
         # candidate, so the CQ's cohort tree must be looked at again then.
         self._wakeups: list[tuple[float, str]] = []
-        self.events: list[Event] = []  # events of the current schedule() call and since
+        self.events: list[Event] = []  # Kueue's events since the last take_events()
+        self.decisions: list[Decision] = []  # since the last take_decisions() or schedule()
         self._seq = 0
         self.version = 0
         self._tree_dirty = True
         self._ready: set[str] = set()  # CQs that may have a head to pop
         self._requeue_gen: dict[int, int] = {}  # id(root node) -> inadmissible requeue count
         self._pending_requeue: dict[int, QuotaNode] = {}
-        self._evicting: dict[str, WorkloadState] = {}
+        self.evicting: dict[str, WorkloadState] = {}  # evicted, pods not yet confirmed gone
         self._warnings: list[str] = []
         self._scheduler = Scheduler(self)
         self.life = Lifecycle(self)
@@ -131,7 +135,7 @@ class Cluster:
         self._tree_dirty = True
         cq = self.cqs[spec.name]
         if spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
-            self._refresh_structure()
+            self.refresh_structure()
             for wl in sorted(cq.admitted.values(), key=lambda w: w.uid):
                 if wl.phase == Phase.ADMITTED:
                     self.life.evict(wl, "ClusterQueueStopped", "The ClusterQueue is stopped", now)
@@ -165,7 +169,7 @@ class Cluster:
             if cq.admitted:
                 cq.terminating = True  # Kueue keeps it until its workloads are gone
             else:
-                self._drop_cq(cq)
+                self.drop_cq(cq)
             found = True
         elif kind == "Cohort":
             found = self.cohorts.pop(name, None) is not None
@@ -177,15 +181,34 @@ class Cluster:
         else:
             return False
         self._tree_dirty = True
-        self._refresh_structure()
+        self.refresh_structure()
         return found
+
+    def next_uid(self) -> int:
+        """The next workload's creation sequence (Kueue's UID tie-break, deterministic here)."""
+        self._seq += 1
+        return self._seq
+
+    def warn(self, message: str) -> None:
+        """A configuration problem worth telling the user (shown by ``warnings``)."""
+        self._warnings.append(message)
+
+    def take_decisions(self) -> list[Decision]:
+        """The decisions since the last call (or ``schedule``), in the order they took effect."""
+        out, self.decisions = self.decisions, []
+        return out
+
+    def take_events(self) -> list[Event]:
+        """Kueue's events since the last call, for whoever keeps the audit trail."""
+        out, self.events = self.events, []
+        return out
 
     def _forget_routing(self) -> None:
         """Drop the cached namespace matches and LocalQueue routes (their inputs changed)."""
         self._ns_match.clear()
         self._routes.clear()
 
-    def _drop_cq(self, cq: CQState) -> None:
+    def drop_cq(self, cq: CQState) -> None:
         del self.cqs[cq.name]
         self._forget_routing()
         for key in list(cq.queue.keys()):
@@ -197,7 +220,7 @@ class Cluster:
         self._tree_dirty = True
 
     # --- structure: quota tree, activeness, routing -------------------------------------
-    def _refresh_structure(self) -> None:
+    def refresh_structure(self) -> None:
         if not self._tree_dirty:
             return
         self._tree_dirty = False
@@ -293,15 +316,20 @@ class Cluster:
     def requeue_tree(self, cq: CQState) -> None:
         """Kueue's QueueInadmissibleWorkloads for the CQ's root cohort (or the CQ alone).
 
-        Batched as Kueue batches it: the move happens before the next cycle pops its heads.
+        Batched as Kueue (v0.17 and later) batches it, 1 s after the workload was deleted,
+        finished or evicted (``requeueBatchPeriod``): in that second Kueue keeps scheduling what
+        is already in the heap. Here the move waits until no head is left to try at this instant
+        (``schedule`` flushes it then), which is the same order without the wall clock.
         """
         root = cq.node.root()
-        self._requeue_gen[id(root)] = self._requeue_gen.get(id(root), 0) + 1
         self._pending_requeue[id(root)] = root
 
     def _flush_requeues(self) -> None:
         roots, self._pending_requeue = self._pending_requeue, {}
         for root in roots.values():
+            # Kueue's queueInadmissibleCycle: a head popped before this move that fails now
+            # goes straight back to the heap instead of the inadmissible set.
+            self._requeue_gen[id(root)] = self._requeue_gen.get(id(root), 0) + 1
             members = [root] if root.is_cq else list(root.subtree_cqs())
             for node in members:
                 member = self.cqs.get(node.name)
@@ -315,7 +343,7 @@ class Cluster:
         keys = list(cq.queue.keys())
         cq.queue = ClusterQueueQueue(strict=strict)
         for key in keys:
-            self._push(self.workloads[key])
+            self.push(self.workloads[key])
 
     def resolve_cq(self, wl: WorkloadState) -> tuple[str | None, str]:
         w = wl.workload
@@ -335,7 +363,7 @@ class Cluster:
             return None, f"LocalQueue {queue_name} is stopped"
         return lq.cluster_queue, ""
 
-    def _push(self, wl: WorkloadState, *, inadmissible: bool = False) -> None:
+    def push(self, wl: WorkloadState, *, inadmissible: bool = False) -> None:
         """Put a pending workload in its ClusterQueue's queue (or leave it unrouted)."""
         cq_name, why = self.resolve_cq(wl)
         self.dirty.add(wl.key)
@@ -357,7 +385,7 @@ class Cluster:
     def _reroute_pending(self, *, unrouted_only: bool = False) -> None:
         for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
             if wl.phase == Phase.PENDING and not (unrouted_only and wl.cluster_queue is not None):
-                self._push(wl)
+                self.push(wl)
 
     def namespace_matches(self, wl: WorkloadState, cq: CQState) -> bool:
         ns = wl.workload.namespace
@@ -391,7 +419,7 @@ class Cluster:
         return sorted(entries, key=classical_order_key)
 
     def _pop_heads(self) -> list[Entry]:
-        """One head per active ClusterQueue, as Kueue's Heads().
+        """One head per active ClusterQueue, as Kueue's Heads(); pending requeues wait.
 
         A CQ whose head failed while nothing changed is *blocked*: popping it alone would fail
         the same way, so when only blocked CQs are left the instant is settled. But while other
@@ -399,8 +427,6 @@ class Cluster:
         every cycle: a StrictFIFO head with no preemption candidates keeps reserving quota, and
         a preemptor waiting for its victims keeps its usage, so that others cannot take it.
         """
-        if self._pending_requeue:
-            self._flush_requeues()
         heads: list[Entry] = []
         blocked: list[CQState] = []
         version, cqs, ready = self.version, self.cqs, self._ready
@@ -436,11 +462,14 @@ class Cluster:
         root = id(cq.node.root())
         return Entry(self.workloads[key], cq, self._requeue_gen.get(root, 0))
 
-    def schedule(self, now: float) -> list[Event]:
-        """Run scheduling cycles until nothing changes at this instant; returns new events."""
-        start = len(self.events)
+    def schedule(self, now: float) -> list[Decision]:
+        """Run scheduling cycles until nothing changes at this instant.
+
+        Returns every decision since the last ``schedule`` or ``take_decisions`` (those that
+        ``apply``, ``delete``, ``finish`` and the rest took before it included), in order.
+        """
         self.now = now
-        self._refresh_structure()
+        self.refresh_structure()
         while self._wakeups and self._wakeups[0][0] <= now:
             _, name = heapq.heappop(self._wakeups)
             if name in self.cqs:
@@ -449,7 +478,12 @@ class Cluster:
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
             if not heads:
-                break
+                if not self._pending_requeue:
+                    break
+                # Everything already in the heaps has been tried: now the workloads that freed
+                # quota released from the inadmissible sets compete for what is left.
+                self._flush_requeues()
+                continue
             version = self.version
             self._scheduler.cycle(heads, now)
             if self.version == version and all(e.requeued_immediately for e in heads):
@@ -470,7 +504,7 @@ class Cluster:
                 break
         else:  # pragma: no cover - a safety net, never expected
             self._warnings.append(f"scheduling did not settle at t={now} after many cycles")
-        return self.events[start:]
+        return self.take_decisions()
 
     def requeue(self, e: Entry) -> None:
         """Put a not-admitted head back where Kueue's RequeueIfNotPresent would."""
@@ -493,7 +527,7 @@ class Cluster:
                 ):
                     immediate = True
         e.requeued_immediately = immediate
-        self._push(wl, inadmissible=not immediate)
+        self.push(wl, inadmissible=not immediate)
 
     # --- queries -------------------------------------------------------------------------
     def add_wakeup(self, at: float, cq: str) -> None:
@@ -504,7 +538,7 @@ class Cluster:
         return self._wakeups[0][0] if self._wakeups else None
 
     def warnings(self) -> list[str]:
-        self._refresh_structure()
+        self.refresh_structure()
         return list(self._warnings)
 
     def cluster_queue_usage(self, name: str) -> dict[tuple[str, str], int]:
@@ -581,7 +615,7 @@ class Cluster:
         cq = self.cqs.get(admission.cluster_queue)
         if cq is None:
             return
-        self._refresh_structure()
+        self.refresh_structure()
         if wl.cluster_queue is not None and wl.cluster_queue in self.cqs:
             self.cqs[wl.cluster_queue].queue.remove(wl.key)
         self.life.mark_admitted(wl, cq, admission, admitted_at, restored=True)

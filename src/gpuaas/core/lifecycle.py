@@ -1,25 +1,42 @@
-"""Workload lifecycle transitions and how they are recorded: conditions and events as Kueue writes them.
+"""Workload lifecycle transitions: each changes phase and quota, then emits one decision.
 
-Admission (QuotaReserved, Admitted), preemption (Evicted/Preempted with the preemptor and the
-paths), requeue after the pods are gone, finish, deactivation and deletion. Every transition that
-frees quota bumps the ClusterQueue's allocatable generation and requeues the cohort tree's
-inadmissible workloads, as Kueue's cache and queue manager do. ``Cluster`` owns one and delegates to it.
+Admission (Reserve, Admit), preemption (Evict with the preemptor and the paths), requeue after the
+pods are gone (Release, Requeue), finish, deactivation and deletion. Every transition that frees
+quota bumps the ClusterQueue's allocatable generation and requeues the cohort tree's inadmissible
+workloads, as Kueue's cache and queue manager do. The decision goes to the Cluster's decision list
+and to ``core.record``, which derives Kueue's conditions and events from it; nothing here writes a
+condition or an event directly. ``Cluster`` owns one and delegates to it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuaas.core import record
+from gpuaas.core.decisions import (
+    Admit,
+    Deactivate,
+    Decision,
+    Delete,
+    Evict,
+    Finish,
+    Pend,
+    Release,
+    Requeue,
+    Reserve,
+)
 from gpuaas.core.errors import ApplyError
 from gpuaas.core.objects import Workload
-from gpuaas.core.preemption import HUMAN_REASONS
 from gpuaas.core.queues import shape_of
-from gpuaas.core.state import Admission, Event, Phase, PodSetAssignment, WorkloadState
+from gpuaas.core.state import Admission, Phase, PodSetAssignment, WorkloadState
 
 if TYPE_CHECKING:
     from gpuaas.core.cache import CQState
     from gpuaas.core.cluster import Cluster
     from gpuaas.core.scheduler import Entry
+
+
+_DEACTIVATED = "The workload is deactivated"
 
 
 def _cq_path(cq: CQState) -> str:
@@ -33,20 +50,13 @@ class Lifecycle:
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
 
-    def _event(
-        self,
-        now: float,
-        type_: str,
-        reason: str,
-        wl: WorkloadState,
-        message: str,
-        related: str | None = None,
-    ) -> None:
-        if not self.c.record_events:
-            return
-        self.c.events.append(
-            Event(now, type_, reason, "Workload " + wl.key, message, wl.key, related)
-        )
+    def _emit(self, wl: WorkloadState, d: Decision) -> None:
+        """Record ``d``: in the decision list, as conditions on ``wl``, and as events."""
+        c = self.c
+        c.decisions.append(d)
+        record.conditions(wl, d)
+        if c.record_events:
+            c.events.extend(record.events(d, c.workloads))
 
     # --- arrival and updates ---------------------------------------------------------------
     def _resolve_priority(self, w: Workload) -> int:
@@ -56,19 +66,18 @@ class Lifecycle:
             pc = self.c.priority_classes.get(w.priority_class)
             if pc is not None:
                 return pc.value
-            self.c._warnings.append(
+            self.c.warn(
                 f"Workload {w.key}: WorkloadPriorityClass {w.priority_class} doesn't exist; priority 0 used"
             )
         return 0
 
     def apply_workload(self, w: Workload, now: float) -> None:
-        self.c._refresh_structure()
+        self.c.refresh_structure()
         old = self.c.workloads.get(w.key)
         if old is None:
-            self.c._seq += 1
             prio = self._resolve_priority(w)
             wl = WorkloadState(
-                w, uid=self.c._seq, created_at=now, priority=prio, shape=shape_of(w, prio)
+                w, uid=self.c.next_uid(), created_at=now, priority=prio, shape=shape_of(w, prio)
             )
             self.c.workloads[w.key] = wl
             self.c.dirty.add(w.key)
@@ -76,7 +85,7 @@ class Lifecycle:
             if not w.active:
                 wl.phase = Phase.INACTIVE
                 return
-            self.c._push(wl)
+            self.c.push(wl)
             return
         self.c.version += 1
         self.c.dirty.add(w.key)
@@ -95,7 +104,7 @@ class Lifecycle:
                 )
             old.workload = w
             if not w.active and old.phase == Phase.ADMITTED:
-                self.evict(old, "Deactivated", "The workload is deactivated", now)
+                self.evict(old, "Deactivated", _DEACTIVATED, now)
             return
         if old.phase == Phase.FINISHED:
             old.workload = w
@@ -106,11 +115,13 @@ class Lifecycle:
         old.last_tried = None
         if not w.active:
             self._unqueue(old)
-            old.phase = Phase.INACTIVE
+            if old.phase != Phase.INACTIVE:
+                old.phase = Phase.INACTIVE
+                self._emit(old, Deactivate(w.key, now, "Deactivated", _DEACTIVATED))
             return
         old.phase = Phase.PENDING
         self._unqueue(old)
-        self.c._push(old)
+        self.c.push(old)
 
     def _unqueue(self, wl: WorkloadState) -> None:
         if wl.cluster_queue is not None and wl.cluster_queue in self.c.cqs:
@@ -124,19 +135,21 @@ class Lifecycle:
         if wl is None:
             return False
         self._take_out(wl, now)
+        self._emit(wl, Delete(key, now))
         return True
 
     def _take_out(self, wl: WorkloadState, now: float) -> None:
         """Out of the scheduler's hands: its quota released if it held any, else off its queue."""
         self.c.dirty.add(wl.key)
-        self.c._evicting.pop(wl.key, None)
+        self.c.evicting.pop(wl.key, None)
         if wl.phase in (Phase.ADMITTED, Phase.EVICTING):
             self._release(wl, now)
         else:
             self._unqueue(wl)
 
     # --- admission ---------------------------------------------------------------------------
-    def admit(self, e: Entry, now: float) -> None:
+    def admit(self, e: Entry, now: float, *, usage_in_tree: bool = False) -> None:
+        """Reserve the entry's quota; ``usage_in_tree``: the cycle already added its usage."""
         assert e.assignment is not None
         pod_sets = [
             PodSetAssignment(
@@ -155,6 +168,7 @@ class Lifecycle:
             now,
             restored=False,
             usage=dict(e.assignment.usage),
+            usage_in_tree=usage_in_tree,
         )
         if e.cq.sticky == e.state.key:
             e.cq.sticky = None
@@ -168,6 +182,7 @@ class Lifecycle:
         *,
         restored: bool,
         usage: dict[tuple[str, str], int] | None = None,
+        usage_in_tree: bool = False,
     ) -> None:
         """Record an admission; ``usage`` is the assignment's (derived from ``admission`` if
         not given: both say what the workload holds per flavor and resource)."""
@@ -182,44 +197,33 @@ class Lifecycle:
         c.admitted_now[key] = c.admitted_now.get(key, 0) + 1
         wl.pending_reason = ""
         wl.last_tried = None
-        cq.node.add_usages(wl.usage)
+        if not usage_in_tree:
+            cq.node.add_usages(wl.usage)
         cq.admitted[key] = wl
         if cq.spec.min_runtime_seconds > 0:
             c.add_wakeup(now + cq.spec.min_runtime_seconds, cq.name)
         c.version += 1
-        pairs = [f"{r}={f}" for ps in admission.pod_sets for r, f in ps.flavors.items()]
-        flavors = pairs[0] if len(pairs) == 1 else ", ".join(sorted(set(pairs)))
-        msg = f"Quota reserved in ClusterQueue {cq.name}"
-        wl.set_condition("QuotaReserved", "True", "QuotaReserved", msg, now)
-        wl.set_condition("Admitted", "True", "Admitted", "The workload is admitted", now)
-        if "Evicted" in wl.conditions:
-            wl.set_condition(
-                "Evicted",
-                "False",
-                "QuotaReserved",
-                "Previously: " + wl.conditions["Evicted"].message,
-                now,
-            )
-        if restored or not c.record_events:
-            return
-        wait = now - wl.created_at
-        self._event(
-            now,
-            "Normal",
-            "QuotaReserved",
-            wl,
-            f"{msg}, wait time since queued was {wait:.0f}s; flavors: {flavors or 'none'}",
+        flavors = tuple(
+            (ps.name, r, f) for ps in admission.pod_sets for r, f in sorted(ps.flavors.items())
         )
-        self._event(now, "Normal", "Admitted", wl, f"Admitted by ClusterQueue {cq.name}")
+        wait = now - wl.created_at
+        reserve = Reserve(key, now, cq.name, flavors, wait)
+        admit = Admit(key, now, cq.name, wait)
+        if restored:  # the state it had before the restart: conditions only, nothing new
+            record.conditions(wl, reserve)
+            record.conditions(wl, admit)
+            return
+        self._emit(wl, reserve)
+        self._emit(wl, admit)
 
     def record_pending(self, e: Entry) -> None:
         wl = e.state
         msg = e.message or "waiting for quota"
         wl.pending_reason = msg
-        changed = wl.set_condition("QuotaReserved", "False", e.reason, msg, self.c.now)
-        if changed:
+        old = wl.conditions.get("QuotaReserved")
+        if old is None or old.status != "False" or old.reason != e.reason or old.message != msg:
             self.c.dirty.add(wl.key)
-            self._event(self.c.now, "Warning", e.reason, wl, msg)
+            self._emit(wl, Pend(wl.key, self.c.now, e.reason, msg))
 
     # --- preemption and eviction --------------------------------------------------------------
     def issue_preemptions(self, e: Entry, now: float) -> None:
@@ -229,56 +233,46 @@ class Lifecycle:
             if victim.phase == Phase.EVICTING:
                 continue
             self.c.dirty.update((victim.key, pre.key))
-            human = HUMAN_REASONS.get(t.reason, "UNKNOWN")
-            msg = (
-                f"Preempted to accommodate a workload (UID: {pre.uid}, JobUID: {pre.key}) due to {human}; "
-                f"preemptor path: {_cq_path(e.cq)}; preemptee path: {_cq_path(t.cq)}"
-            )
+            msg = record.preemption_message(pre, _cq_path(e.cq), _cq_path(t.cq), t.reason)
             victim.preempted_by = pre.key
             victim.preemption_reason = t.reason
             victim.ever_preempted = True
             self.c.preempted_keys.add(victim.key)
-            victim.set_condition("Preempted", "True", t.reason, msg, now)
-            self._begin_eviction(victim, "Preempted", msg, now)
-            self._event(
-                now,
-                "Normal",
-                "Preempted",
+            self._begin_eviction(
                 victim,
-                f"{msg}; preemptor effective priority: {pre.priority}; preemptee effective priority: {victim.priority}",
-                related=pre.key,
-            )
-            self._event(
-                now,
-                "Normal",
-                "PreemptedWorkload",
-                pre,
-                f"Preempted workload {victim.key} (UID: {victim.uid}) in ClusterQueue {t.cq.name} ({t.reason})",
-                related=victim.key,
+                Evict(
+                    victim.key,
+                    now,
+                    t.cq.name,
+                    "Preempted",
+                    msg,
+                    preemptor=pre.key,
+                    preemption_reason=t.reason,
+                    preemptor_cluster_queue=e.cq.name,
+                ),
             )
 
     def evict(self, wl: WorkloadState, reason: str, message: str, now: float) -> None:
         """Evict for a reason other than preemption (drain, deactivation, idle GPU)."""
-        self._begin_eviction(wl, reason, message, now)
+        self._begin_eviction(wl, Evict(wl.key, now, wl.cluster_queue or "", reason, message))
         if self.c.instant_evictions:
             self.complete_evictions(now)
 
-    def _begin_eviction(self, wl: WorkloadState, reason: str, msg: str, now: float) -> None:
+    def _begin_eviction(self, wl: WorkloadState, d: Evict) -> None:
         self.c.dirty.add(wl.key)
         wl.phase = Phase.EVICTING
-        wl.set_condition("Evicted", "True", reason, msg, now)
-        wl.set_condition("Admitted", "False", reason, msg, now)
-        self.c._evicting[wl.key] = wl
+        self.c.evicting[wl.key] = wl
         self.c.version += 1
-        self._event(now, "Normal", f"EvictedDueTo{reason}", wl, msg)
+        self._emit(wl, d)
 
     def complete_evictions(self, now: float) -> None:
-        for key in sorted(self.c._evicting, key=lambda k: self.c._evicting[k].uid):
+        evicting = self.c.evicting
+        for key in sorted(evicting, key=lambda k: evicting[k].uid):
             self.confirm_stopped(key, now)
 
     def confirm_stopped(self, key: str, now: float) -> None:
         """The evicted workload's pods are gone: release quota and requeue (or park) it."""
-        wl = self.c._evicting.pop(key, None)
+        wl = self.c.evicting.pop(key, None)
         if wl is None or wl.phase != Phase.EVICTING:
             return
         reason = wl.conditions["Evicted"].reason if "Evicted" in wl.conditions else "Evicted"
@@ -286,18 +280,13 @@ class Lifecycle:
         self._release(wl, now)
         wl.admission = None
         wl.requeue_count += 1
-        wl.set_condition(
-            "QuotaReserved", "False", "Pending", f"The workload was evicted: {reason}", now
-        )
         if not wl.workload.active:
             wl.phase = Phase.INACTIVE
+            self._emit(wl, Deactivate(key, now, reason, _DEACTIVATED, after_eviction=True))
             return
         wl.phase = Phase.PENDING
-        wl.set_condition(
-            "Requeued", "True", reason, "The workload was requeued after eviction", now
-        )
-        self._event(now, "Normal", "Requeued", wl, f"Requeued after eviction ({reason})")
-        self.c._push(wl)
+        self._emit(wl, Requeue(key, now, reason))
+        self.c.push(wl)
 
     def _release(self, wl: WorkloadState, now: float) -> None:
         cq = self.c.cqs.get(wl.cluster_queue or "")
@@ -305,9 +294,10 @@ class Lifecycle:
             cq.node.remove_usages(wl.usage)
             cq.generation += 1
             self.c.requeue_tree(cq)
+            self._emit(wl, Release(wl.key, now, cq.name))
             if cq.terminating and not cq.admitted:
-                self.c._drop_cq(cq)
-                self.c._refresh_structure()
+                self.c.drop_cq(cq)
+                self.c.refresh_structure()
         wl.usage = {}
         self.c.version += 1
 
@@ -317,10 +307,6 @@ class Lifecycle:
             return False
         self._take_out(wl, now)
         wl.phase = Phase.FINISHED
-        reason, msg = (
-            ("Succeeded", "Job finished successfully") if succeeded else ("Failed", "Job failed")
-        )
-        wl.set_condition("Finished", "True", reason, msg, now)
-        self._event(now, "Normal", "Finished", wl, msg)
+        self._emit(wl, Finish(key, now, succeeded))
         self.c.version += 1
         return True

@@ -1,9 +1,14 @@
-"""One scheduling cycle, as Kueue's ``schedule()``: pick heads, nominate, order, process, requeue.
+"""One scheduling cycle, as Kueue's ``schedule()``: nominate, order, decide, then apply.
 
-The cycle works on the live quota tree and undoes its cycle-only additions (the usage a preemptor
-or an unreclaimable preemption reserves) before returning, so between cycles the tree holds only
-admitted workloads. What to do is decided here; recording it (conditions, events, phases) is
-delegated to the ``Cluster`` through a small set of methods.
+Decide, then act, as Kueue does: every entry's outcome (admit, preempt, requeue) is decided first
+against a per-cycle view of quota, and applied only once the cycle's order is settled. The
+per-cycle view is the live quota tree plus an undo log: what an entry would take (an admission's
+usage, the usage a preemptor or an unreclaimable preemption reserves) is added to the tree while
+later entries are checked against it, and victims are taken out of it. Then the log is undone
+(reservations removed, victims put back) and the decisions are applied through the
+``Lifecycle``; an admission's usage, already in the tree, becomes permanent there. An undo log
+rather than a snapshot: copying 1,000 ClusterQueues' quota per cycle costs more than the whole
+cycle on Kueue's large-scale shape, while the log costs nothing for an admission.
 """
 
 from __future__ import annotations
@@ -163,7 +168,14 @@ class Scheduler:
 
     # --- the cycle -------------------------------------------------------------------------
     def cycle(self, heads: list[Entry], now: float) -> bool:
-        """Run one cycle over the popped heads; True if anything was admitted or preempted."""
+        """Run one cycle over the popped heads; True if anything was admitted or preempted.
+
+        1. nominate: flavors and preemption targets for each head;
+        2. order the entries (classical or fair sharing);
+        3. decide each entry against the per-cycle view (the tree plus an undo log);
+        4. undo the log;
+        5. apply: admissions, then preemptions, then requeues.
+        """
         c = self.c
         entries: list[Entry] = []
         for e in heads:
@@ -181,6 +193,7 @@ class Scheduler:
             entries.append(e)
 
         entries = c.order_entries(entries)
+        # The undo log: what this cycle reserved in the tree for entries that are not admitted.
         reserved: list[tuple[QuotaNode, dict[FlavorResource, int]]] = []
         # Victims chosen earlier in this cycle stay out of the tree while entries are processed,
         # so that each fits check (Kueue's fits(): simulate removing all victims so far) is O(1).
@@ -233,7 +246,8 @@ class Scheduler:
                 )
                 progress = True
                 continue
-            c.life.admit(e, now)
+            # Kept in the tree: applying the admission below makes it permanent.
+            e.cq.node.add_usages(usage)
             e.admitted = True
             progress = True
 
@@ -241,6 +255,9 @@ class Scheduler:
             node.remove_usages(res)
         for t in preempted.values():
             t.cq.node.add_usages(t.workload.usage)
+        for e in entries:
+            if e.admitted:
+                c.life.admit(e, now, usage_in_tree=True)
         for e in entries:
             if e.preempting:
                 c.life.issue_preemptions(e, now)
