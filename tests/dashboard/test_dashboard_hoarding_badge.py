@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gpuaas.api.dashboard_view import _workloads
+from gpuaas.api.dashboard_view import workload_rows
 from gpuaas.core.cluster import Cluster
+from gpuaas.engine.views import workload_views
 from gpuaas.testing.builders import ClusterQueueBuilder, WorkloadBuilder, flavor, local_queue
 
 
@@ -23,7 +24,7 @@ def test_idle_gpu_condition_becomes_a_badge_field() -> None:
     c.workloads["default/idle"].set_condition(
         "GPUIdle", "True", "GPUIdle", "2 GPU(s) under 5% for 1800s", 1800
     )
-    rows = {r["key"]: r for r in _workloads(c, lambda ns: True)}
+    rows = {r["key"]: r for r in workload_rows(workload_views(c))}
     assert rows["default/idle"]["idleGpu"] == "2 GPU(s) under 5% for 1800s"
     assert rows["default/busy"]["idleGpu"] is None
 
@@ -33,5 +34,5 @@ def test_cleared_flag_shows_no_badge() -> None:
     wl = c.workloads["default/idle"]
     wl.set_condition("GPUIdle", "True", "GPUIdle", "idle", 1800)
     wl.set_condition("GPUIdle", "False", "GPUActive", "utilization recovered", 1900)
-    rows = {r["key"]: r for r in _workloads(c, lambda ns: True)}
+    rows = {r["key"]: r for r in workload_rows(workload_views(c))}
     assert rows["default/idle"]["idleGpu"] is None

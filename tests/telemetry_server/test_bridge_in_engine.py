@@ -171,7 +171,7 @@ def test_metrics_rendered_from_engine_state_parse_with_kueue_and_dcgm_labels(
         workload("team-a", "wait", queue="lq", gpus=2),
     )
     e.tick()
-    registry = build_registry(lambda: bridge.snapshot(e.cluster, clock.t))
+    registry = build_registry(lambda: bridge.snapshot(clock.t))
     families = {f.name: f for f in text_string_to_metric_families(render(registry).decode())}
 
     def samples(name: str) -> list[tuple[str, dict[str, str], float]]:

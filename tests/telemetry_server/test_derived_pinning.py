@@ -11,6 +11,7 @@ from gpuaas.core.cluster import Cluster
 from gpuaas.core.manifests import parse_object
 from gpuaas.core.state import Phase
 from gpuaas.engine.telemetry_view import HOLDING, DerivedPinning
+from gpuaas.engine.views import workload_views
 from gpuaas.inventory.gpus import parse_fake_gpus
 
 Step = tuple[str, int, int]  # ("add", id, gpus) or ("finish", id, 0)
@@ -39,7 +40,7 @@ def test_derived_pinning_never_shares_a_gpu(steps: list[Step]) -> None:
         elif op == "finish":
             c.finish(key, float(t))
         c.schedule(float(t))
-        owners = pinning.owners(c)
+        owners = pinning.owners(workload_views(c, phases=HOLDING))
         by_workload: dict[str, set[int]] = {}
         for index, (owner, pod) in owners.items():
             assert pod == f"{owner.split('/')[1]}-0"

@@ -20,6 +20,8 @@ from gpuaas.api.auth import AuthError
 from gpuaas.api.body import DEFAULT_MAX_BODY, BodyError
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import EngineError
+from gpuaas.engine.runtime_bridge import RuntimeBridge
+from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.tokens import Tokens
 from gpuaas.inventory import NodeInventory
 
@@ -58,7 +60,12 @@ def create_app(
     *,
     max_body: int = DEFAULT_MAX_BODY,
     node: NodeInventory | None = None,
+    runtime: RuntimeBridge | None = None,
+    telemetry: TelemetryBridge | None = None,
 ) -> FastAPI:
+    """The app over a ready ``engine``. The server hands in by name what routes read besides the
+    engine: its ``runtime`` bridge (pods, logs) and its ``telemetry`` bridge (``/metrics``, usage,
+    hoarding, the dashboard's GPU panel); either may be None (that feature is off)."""
     app = FastAPI(
         title="gpuaas",
         version=__version__,
@@ -68,6 +75,8 @@ def create_app(
     app.state.tokens = tokens
     app.state.max_body = max_body
     app.state.node = node  # this server's node inventory (the dashboard matches flavors to it)
+    app.state.runtime = runtime
+    app.state.telemetry = telemetry
 
     @app.exception_handler(EngineError)
     async def _engine_error(_: Request, exc: EngineError) -> Response:

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from gpuaas.api.auth import AuthError, Principal, authenticate
 from gpuaas.api.dashboard_view import UsageHistory, build_summary
 from gpuaas.engine.engine import Engine
+from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.tokens import Tokens
 from gpuaas.inventory import NodeInventory
 from gpuaas.store import Change
@@ -119,7 +120,11 @@ def _sse(event: str, data: Any) -> bytes:
 
 
 async def _stream(
-    engine: Engine, principal: Principal, history: UsageHistory, node: NodeInventory | None
+    engine: Engine,
+    principal: Principal,
+    history: UsageHistory,
+    node: NodeInventory | None,
+    telemetry: TelemetryBridge | None,
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
@@ -135,7 +140,9 @@ async def _stream(
     try:
         yield b"retry: 1000\n\n"
         while True:
-            summary = await run_in_threadpool(build_summary, engine, principal, history, node)
+            summary = await run_in_threadpool(
+                build_summary, engine, principal, history, node, telemetry
+            )
             yield _sse("summary", summary)
             try:
                 await asyncio.wait_for(changed.wait(), REFRESH_S)
@@ -150,6 +157,7 @@ async def _stream(
 def install(app: FastAPI) -> None:
     engine: Engine = app.state.engine
     node: NodeInventory | None = app.state.node
+    telemetry: TelemetryBridge | None = app.state.telemetry
     history = UsageHistory()
     history.sample(engine)
     app.state.dashboard_history = history
@@ -167,13 +175,14 @@ def install(app: FastAPI) -> None:
     @router.get(f"{DASHBOARD}/summary", tags=["gpuaas"], operation_id="dashboard_summary")
     async def _summary(request: Request) -> Response:
         p = await principal_of(request)
-        return JSONResponse(await run_in_threadpool(build_summary, engine, p, history, node))
+        summary = await run_in_threadpool(build_summary, engine, p, history, node, telemetry)
+        return JSONResponse(summary)
 
     @router.get(f"{DASHBOARD}/stream", tags=["gpuaas"], operation_id="dashboard_stream")
     async def _live(request: Request) -> Response:
         p = await principal_of(request)
         return StreamingResponse(
-            _stream(engine, p, history, node),
+            _stream(engine, p, history, node, telemetry),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

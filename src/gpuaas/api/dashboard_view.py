@@ -1,10 +1,10 @@
 """What the dashboard shows, as one JSON document per caller: the summary and the usage history.
 
-``build_summary`` reads the engine's live state once, under the engine's lock, and shapes it for
-the page: totals, the cohort tree with per-resource utilization, ClusterQueues with their quotas
+``build_summary`` reads the engine's read model once (``Engine.view``: immutable views at one
+resourceVersion, never the engine's lock or its ``Cluster``) and shapes it for the page: totals, the cohort tree with per-resource utilization, ClusterQueues with their quotas
 and preemption policies, LocalQueues, workloads (state, priority, flavors, preemptor, position,
 why pending), flavors with the nodes that serve them (or why not), recent events and the GPU
-panel. Namespaced things are filtered to the caller's namespaces exactly as the API filters them;
+panel (from the telemetry bridge the server hands in, if telemetry runs). Namespaced things are filtered to the caller's namespaces exactly as the API filters them;
 cluster-scoped objects (flavors, the node inventory) are shown to everyone.
 ``UsageHistory`` is a bounded ring of per-ClusterQueue usage samples for the sparklines. This
 module reads and shapes; it never changes the engine or decides anything about admission.
@@ -20,15 +20,15 @@ from typing import Any
 
 from gpuaas.api.auth import Principal
 from gpuaas.api.extras import event_doc
-from gpuaas.core.cluster import Cluster
-from gpuaas.core.objects import ClusterQueue, ResourceFlavor, ResourceGroup
+from gpuaas.core.objects import ClusterQueue, Cohort, ResourceFlavor
 from gpuaas.core.quantity import format_quantity
-from gpuaas.core.state import Phase, WorkloadState
-from gpuaas.engine import telemetry_bridge
+from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.telemetry_view import holders
+from gpuaas.engine.telemetry_bridge import TelemetryBridge
+from gpuaas.engine.views import ClusterQueueView, ClusterView, WorkloadView, nominal_by_resource
 from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.store import EventRecord
+from gpuaas.vocab import render
 from gpuaas.vocab.kinds import BY_KIND
 
 JsonDoc = dict[str, Any]
@@ -49,9 +49,7 @@ class UsageHistory:
         self._samples: deque[tuple[float, dict[str, dict[str, int]]]] = deque(maxlen=size)
 
     def sample(self, engine: Engine, now: float | None = None) -> None:
-        with engine._lock:  # the engine mutates the Cluster under this lock
-            cluster = engine.cluster
-            point = {name: usage_point(cluster, name) for name in cluster.cqs}
+        point = {cq.name: cq.usage_by_resource() for cq in engine.view().cluster_queues}
         with self._lock:
             self._samples.append((time.time() if now is None else now, point))
 
@@ -70,31 +68,6 @@ class UsageHistory:
             "t": [round(t, 3) for t, _ in samples],
             "resources": {r: [p.get(cq, {}).get(r, 0) for _, p in samples] for r in resources},
         }
-
-
-def _usage_by_resource(cluster: Cluster, cq: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for (_, res), used in cluster.cluster_queue_usage(cq).items():
-        out[res] = out.get(res, 0) + used
-    return out
-
-
-def usage_point(cluster: Cluster, cq: str) -> dict[str, int]:
-    """Usage per resource of one ClusterQueue, zero for every resource it has quota for."""
-    spec = cluster.cqs[cq].spec
-    return {
-        **dict.fromkeys(_nominal_by_resource(spec.resource_groups), 0),
-        **_usage_by_resource(cluster, cq),
-    }
-
-
-def _nominal_by_resource(groups: Iterable[ResourceGroup]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for group in groups:
-        for fq in group.flavors:
-            for res, q in fq.resources.items():
-                out[res] = out.get(res, 0) + q.nominal
-    return out
 
 
 def _qty(value: int | None, res: str) -> str | None:
@@ -119,17 +92,14 @@ def _policies(cq: ClusterQueue) -> JsonDoc:
 
 
 def _cluster_queues(
-    engine: Engine, cluster: Cluster, history: UsageHistory
+    view: ClusterView, history: UsageHistory
 ) -> tuple[list[JsonDoc], dict[str, ClusterQueue]]:
     specs: dict[str, ClusterQueue] = {}
     out: list[JsonDoc] = []
-    summary = {s["name"]: s for s in engine.cluster_queue_summary()}
-    for name in sorted(cluster.cqs):
-        spec = cluster.cqs[name].spec
-        specs[name] = spec
-        s = summary.get(name, {})
+    for cq in view.cluster_queues:
+        specs[cq.name] = cq.spec
         resources = []
-        for r in s.get("resources", []):
+        for r in render.quota_summary(cq.spec, dict(cq.usage)):
             res = r["resource"]
             resources.append(
                 {
@@ -147,40 +117,42 @@ def _cluster_queues(
             )
         out.append(
             {
-                "name": name,
-                "cohort": spec.cohort,
-                "active": s.get("active", True),
-                "warnings": s.get("warnings", []),
-                "pendingWorkloads": s.get("pendingWorkloads", 0),
-                "admittedWorkloads": s.get("admittedWorkloads", 0),
+                "name": cq.name,
+                "cohort": cq.cohort,
+                "active": cq.active,
+                "warnings": list(cq.warnings),
+                "pendingWorkloads": cq.pending,
+                "admittedWorkloads": cq.reserving,
                 "borrowing": any(r["borrowed"] > 0 for r in resources),
-                "policies": _policies(spec),
+                "policies": _policies(cq.spec),
                 "resources": resources,
-                "history": history.series(name, (time.time(), usage_point(cluster, name))),
+                "history": history.series(cq.name, (time.time(), cq.usage_by_resource())),
             }
         )
     return out, specs
 
 
-def _cohorts(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
+def _cohorts(cohorts: Sequence[Cohort], queues: Sequence[ClusterQueueView]) -> list[JsonDoc]:
     """The cohort tree: each cohort's members, children and utilization per resource.
 
     A cohort's capacity is its own quota plus its members' nominal quota, recursively; its usage
     is what its member ClusterQueues hold, recursively.
     """
-    names = set(cluster.cohorts) | {s.cohort for s in specs.values() if s.cohort}
-    names |= {c.parent for c in cluster.cohorts.values() if c.parent}
-    members = {n: sorted(q for q, s in specs.items() if s.cohort == n) for n in names}
-    children = {n: sorted(c for c, co in cluster.cohorts.items() if co.parent == n) for n in names}
+    by_name = {co.name: co for co in cohorts}
+    cqs = {q.name: q for q in queues}
+    names = set(by_name) | {q.cohort for q in queues if q.cohort}
+    names |= {c.parent for c in cohorts if c.parent}
+    members = {n: sorted(q.name for q in queues if q.cohort == n) for n in names}
+    children = {n: sorted(c.name for c in cohorts if c.parent == n) for n in names}
 
     def totals(name: str, seen: frozenset[str]) -> tuple[dict[str, int], dict[str, int]]:
-        co = cluster.cohorts.get(name)
-        cap = _nominal_by_resource(co.resource_groups) if co is not None else {}
+        co = by_name.get(name)
+        cap = nominal_by_resource(co.resource_groups) if co is not None else {}
         used: dict[str, int] = {}
         for q in members.get(name, []):
-            for res, v in _nominal_by_resource(specs[q].resource_groups).items():
+            for res, v in nominal_by_resource(cqs[q].spec.resource_groups).items():
                 cap[res] = cap.get(res, 0) + v
-            for res, v in _usage_by_resource(cluster, q).items():
+            for (_, res), v in cqs[q].usage.items():
                 used[res] = used.get(res, 0) + v
         for child in children.get(name, []):
             if child in seen:
@@ -194,7 +166,7 @@ def _cohorts(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
 
     out: list[JsonDoc] = []
     for name in sorted(names):
-        co = cluster.cohorts.get(name)
+        co = by_name.get(name)
         cap, used = totals(name, frozenset({name}))
         out.append(
             {
@@ -221,7 +193,7 @@ def _cohorts(cluster: Cluster, specs: dict[str, ClusterQueue]) -> list[JsonDoc]:
     return out
 
 
-def workload_state(st: WorkloadState) -> str:
+def workload_state(st: WorkloadView) -> str:
     """One word for the badge: Admitted, Pending, Evicted (pending again), Evicting, ..."""
     evicted = st.conditions.get("Evicted")
     if st.phase == Phase.PENDING and evicted is not None and evicted.status == "True":
@@ -229,18 +201,11 @@ def workload_state(st: WorkloadState) -> str:
     return str(st.phase)
 
 
-def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc]:
-    order: dict[str, tuple[int, int]] = {}
-    for cq in cluster.cqs:
-        pending = cluster.pending_in(cq)
-        for i, w in enumerate(pending):
-            order[w.key] = (i + 1, len(pending))
+def workload_rows(workloads: Iterable[WorkloadView]) -> list[JsonDoc]:
+    """One row per workload, for the table (views from ``Engine.view(workloads=True)``)."""
     out: list[JsonDoc] = []
-    for key in sorted(cluster.workloads, key=lambda k: cluster.workloads[k].uid):
-        st = cluster.workloads[key]
+    for st in workloads:
         wl = st.workload
-        if not visible(wl.namespace):
-            continue
         flavors: dict[str, str] = {}
         usage: dict[str, str] = {}
         if st.admission is not None:
@@ -248,16 +213,12 @@ def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc
                 flavors.update(ps.flavors)
             for (_, res), v in st.admission.usage().items():
                 usage[res] = format_quantity(v, res)
-        requests: dict[str, int] = {}
-        for pod_set in wl.pod_sets:
-            for res, q in pod_set.requests.items():
-                requests[res] = requests.get(res, 0) + q * pod_set.count
-        evicted = st.conditions.get("Evicted")
-        idle = st.conditions.get("GPUIdle")  # set by the telemetry's hoarding detector
-        pos = order.get(key)
+        requests = st.requests()
+        evicted = st.condition("Evicted")
+        idle = st.condition("GPUIdle")  # set by the telemetry's hoarding detector
         out.append(
             {
-                "key": key,
+                "key": st.key,
                 "namespace": wl.namespace,
                 "name": wl.name,
                 "kind": wl.kind,
@@ -273,15 +234,15 @@ def _workloads(cluster: Cluster, visible: Callable[[str], bool]) -> list[JsonDoc
                 "gpus": requests.get(GPU, 0),
                 "preemptedBy": st.preempted_by,
                 "preemptionReason": st.preemption_reason,
-                "evictionReason": evicted.reason if evicted and evicted.status == "True" else None,
+                "evictionReason": evicted.reason if evicted is not None else None,
                 "everPreempted": st.ever_preempted,
-                "position": pos[0] if pos else None,
-                "queueLength": pos[1] if pos else None,
-                "whyPending": cluster.why_pending(key) if st.phase == Phase.PENDING else None,
+                "position": st.position,
+                "queueLength": st.queue_length,
+                "whyPending": st.why_pending,
                 "createdAt": st.created_at,
                 "admittedAt": st.admitted_at,
                 "requeues": st.requeue_count,
-                "idleGpu": idle.message if idle is not None and idle.status == "True" else None,
+                "idleGpu": idle.message if idle is not None else None,
             }
         )
     return out
@@ -310,11 +271,13 @@ def _node_matches(rf: ResourceFlavor, nodes: Iterable[NodeInventory]) -> list[Js
 
 
 def _flavors(
-    cluster: Cluster, specs: dict[str, ClusterQueue], nodes: Sequence[NodeInventory]
+    flavors: Sequence[ResourceFlavor],
+    specs: dict[str, ClusterQueue],
+    nodes: Sequence[NodeInventory],
 ) -> list[JsonDoc]:
     out: list[JsonDoc] = []
-    for name in sorted(cluster.flavors):
-        rf = cluster.flavors[name]
+    for rf in flavors:
+        name = rf.name
         using = sorted(
             q
             for q, s in specs.items()
@@ -345,27 +308,27 @@ def _flavors(
     return out
 
 
-def gpu_panel(engine: Engine, workloads: list[JsonDoc], visible: Callable[[str], bool]) -> JsonDoc:
+def gpu_panel(
+    telemetry: TelemetryBridge | None, workloads: list[JsonDoc], visible: Callable[[str], bool]
+) -> JsonDoc:
     """GPUs and who holds them: from the telemetry bridge when it runs, else from quota.
 
     With telemetry on, every GPU of the node is listed with its holder (the runtime's pinning),
     utilization, memory and power, as last sampled. Without it, the panel lists the GPUs implied
     by admitted workloads' ``nvidia.com/gpu`` usage, per flavor, and says so. Holders in
-    namespaces the caller cannot read are shown as "(another namespace)". Call under the lock.
+    namespaces the caller cannot read are shown as "(another namespace)".
     """
-    bridge = telemetry_bridge.find(engine)
-    if bridge is not None and bridge.latest:
-        # Holders from the runtime's pinning now (samples may be seconds old); metrics as sampled.
-        live = holders(engine.cluster, bridge._current_owners(engine.cluster))
+    # Holders from the runtime's pinning now (samples may be seconds old); metrics as sampled.
+    sampled = telemetry.gpus_now() if telemetry is not None else []
+    if telemetry is not None and sampled:
         reported: list[JsonDoc] = []
-        for a in bridge.latest:
-            g = a.sample
-            holder = live.get(g.index) or live.get(g.uuid)
+        for a in sampled:
+            g, holder = a.sample, a.holder
             key = holder.workload_key if holder is not None else None
             hidden = holder is not None and not visible(holder.namespace)
             reported.append(
                 {
-                    "node": bridge.hostname,
+                    "node": telemetry.hostname,
                     "index": g.index,
                     "uuid": g.uuid,
                     "model": g.model,
@@ -415,26 +378,31 @@ def _events(engine: Engine, principal: Principal) -> list[JsonDoc]:
 
 
 def build_summary(
-    engine: Engine, principal: Principal, history: UsageHistory, node: NodeInventory | None = None
+    engine: Engine,
+    principal: Principal,
+    history: UsageHistory,
+    node: NodeInventory | None = None,
+    telemetry: TelemetryBridge | None = None,
 ) -> JsonDoc:
     """Everything the dashboard's pages show, filtered to what ``principal`` may read.
 
     ``node`` is the server's own node inventory; without one no flavor lists a matching node.
+    ``telemetry`` is the server's telemetry bridge, if telemetry runs (the GPU panel).
     """
     nodes = [node] if node is not None else []
 
     def visible(ns: str) -> bool:
         return principal.admin or ns in principal.namespaces
 
-    with engine._lock:  # one consistent read of the live Cluster
-        cluster = engine.cluster
-        rv = engine.rv
-        cqs, specs = _cluster_queues(engine, cluster, history)
-        cohorts = _cohorts(cluster, specs)
-        workloads = _workloads(cluster, visible)
-        flavors = _flavors(cluster, specs, nodes)
-        lqs, _ = engine.list_objects(BY_KIND["LocalQueue"], principal.namespace_filter())
-        gpus = gpu_panel(engine, workloads, visible)
+    # One consistent read: views at one resourceVersion, "why pending" for the table.
+    view = engine.view(workloads=True, namespaces=principal.namespace_filter(), why_pending=True)
+    rv = view.rv
+    cqs, specs = _cluster_queues(view, history)
+    cohorts = _cohorts(view.cohorts, view.cluster_queues)
+    workloads = workload_rows(view.workloads)
+    flavors = _flavors(view.flavors, specs, nodes)
+    lqs, _ = engine.list_objects(BY_KIND["LocalQueue"], principal.namespace_filter())
+    gpus = gpu_panel(telemetry, workloads, visible)
     events = _events(engine, principal)
     counts = {s: sum(1 for w in workloads if w["state"] == s) for s in _STATES}
     return {

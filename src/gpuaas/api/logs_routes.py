@@ -3,8 +3,10 @@
 ``GET .../workloads/{name}/logs`` returns the captured stdout and stderr as plain text, one line
 per line; ``?follow=true`` keeps the response open and streams new lines until the pods end, as
 ``kubectl logs -f``; ``?pod=`` picks one pod. ``GET .../runtime/pods`` lists the pods running on
-this node (pid, GPUs, phase), filtered to the caller's namespaces. Both answer 404 with a plain
-reason when the server runs no local runtime (``--runtime none``). No decisions here.
+this node (pid, GPUs, phase), filtered to the caller's namespaces. Both read the runtime bridge
+the server handed to ``create_app`` (``app.state.runtime``), never the engine's observers, and
+answer 404 with a plain reason when the server runs no runtime (``--runtime none``). No decisions
+here.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ GPUAAS = "/apis/gpuaas.dev/v1alpha1"
 
 
 def _bridge(request: Request) -> RuntimeBridge:
-    for obs in request.app.state.engine.observers:
-        if isinstance(obs, RuntimeBridge):
-            return obs
+    bridge: RuntimeBridge | None = request.app.state.runtime
+    if bridge is not None:
+        return bridge
     raise NotFound("this server runs no local runtime (started with --runtime none): no pods")
 
 

@@ -3,8 +3,9 @@
 ``GET /metrics`` needs the admin token (Prometheus sends it with ``authorization:
 credentials_file``): its series name every tenant's namespaces and workloads, which a namespace
 token must not see. ``GET /apis/gpuaas.dev/v1alpha1/hoarding`` and ``.../usage`` take any token
-and show only the caller's namespaces. Handlers are thin: they read the telemetry bridge riding
-on the engine under the engine lock, in a worker thread; with telemetry off they answer 503.
+and show only the caller's namespaces. Handlers are thin: they read the telemetry bridge the
+server handed to ``create_app`` (``app.state.telemetry``) through its public read side, which
+takes the engine's views and its own lock, in a worker thread; with telemetry off they answer 503.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from gpuaas.api.auth import Principal, authenticate, require_admin
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid, Unavailable
-from gpuaas.engine.telemetry_bridge import TelemetryBridge, find
+from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.telemetry import TelemetryInputError, parse_group_by, parse_time
 from gpuaas.telemetry.metrics import CONTENT_TYPE, build_registry, render
 
@@ -29,24 +30,19 @@ async def _who(request: Request) -> tuple[Engine, TelemetryBridge, Principal]:
     s = request.app.state
     principal = await authenticate(request, s.tokens)
     engine: Engine = s.engine
-    bridge = find(engine)
+    bridge: TelemetryBridge | None = s.telemetry
     if bridge is None:
         raise Unavailable("telemetry is off on this server")
     return engine, bridge, principal
 
 
 def _metrics(engine: Engine, bridge: TelemetryBridge) -> bytes:
-    def provider() -> Any:
-        with engine._lock:
-            return bridge.snapshot(engine.cluster, engine.clock())
-
-    return render(build_registry(provider))
+    return render(build_registry(lambda: bridge.snapshot(engine.clock())))
 
 
 def _hoarding(engine: Engine, bridge: TelemetryBridge, p: Principal) -> dict[str, Any]:
-    with engine._lock:
-        now = engine.clock()
-        rows = bridge.offenders(now, p.namespace_filter())
+    now = engine.clock()
+    rows = bridge.offenders(now, p.namespace_filter())
     return {"kind": "HoardingList", "time": now, "items": [r.to_dict() for r in rows]}
 
 
@@ -55,12 +51,11 @@ def _usage(
 ) -> dict[str, Any]:
     try:
         by = parse_group_by(params.get("by") or "namespace")
-        with engine._lock:
-            now = engine.clock()
-            until = parse_time(params["until"], now, "--until") if params.get("until") else now
-            since = parse_time(params["since"], now, "--since") if params.get("since") else None
-            rows = bridge.usage(since=since, until=until, by=by, namespaces=p.namespace_filter())
-            currency = bridge.config.currency
+        now = engine.clock()
+        until = parse_time(params["until"], now, "--until") if params.get("until") else now
+        since = parse_time(params["since"], now, "--since") if params.get("since") else None
+        rows = bridge.usage(since=since, until=until, by=by, namespaces=p.namespace_filter())
+        currency = bridge.currency
     except TelemetryInputError as exc:
         raise Invalid(str(exc)) from exc
     return {

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
@@ -24,11 +24,13 @@ from typing import Any, Protocol
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.config import SchedulerConfig
+from gpuaas.core.decisions import Decision
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import ClusterQueue, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, persisted, queries
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
+from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
     AppendChange,
@@ -57,15 +59,23 @@ _OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a
 class EngineObserver(Protocol):
     """An adapter riding on the engine (runtime, telemetry). Both hooks run under the engine lock.
 
-    ``on_tick`` runs before each periodic settle: report what happened outside (pods stopped or
-    finished) by calling the Cluster (``confirm_stopped``, ``finish``). ``on_events`` sees every
-    core event of a settle, after scheduling: act on admissions and evictions (start, stop).
-    Neither may block for long or do network I/O inside a store transaction.
+    ``on_attach`` runs once, when ``add_observer`` registers it: catch up with the engine's state
+    (a restored admission comes with no decision). ``on_tick`` runs before each periodic settle:
+    report what happened outside (pods stopped or finished) through the engine's observer
+    actions (``confirm_stopped``, ``finish_now``, ``evict``, ``set_condition``,
+    ``record_event``). ``on_decisions`` sees every core decision
+    of a settle (``core.decisions``), in order, after scheduling, and dispatches on their types
+    (``Admit``: start pods; ``Evict``: stop them; ...), never on reason text. It reads the engine
+    through its views and acts through the same actions; what an action causes (an admission
+    after a stop) comes back in a further ``on_decisions`` of the same settle. Neither hook may
+    block for long or do network I/O inside a store transaction.
     """
+
+    def on_attach(self, engine: Engine, now: float) -> None: ...
 
     def on_tick(self, engine: Engine, now: float) -> None: ...
 
-    def on_events(self, engine: Engine, events: list[Event], now: float) -> None: ...
+    def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None: ...
 
 
 class _Batch:
@@ -76,7 +86,7 @@ class _Batch:
         self.changes: list[Change] = []
 
 
-class Engine:
+class Engine(ReadModel):
     def __init__(
         self,
         store: Store,
@@ -99,6 +109,8 @@ class Engine:
         self.objects: dict[ObjectKey, ObjectRecord] = {}
         self.rv = 0
         self._event_id = 0
+        self._loads = 0  # ReadModel.epoch: rebuilds from the store
+        self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
         self._fingerprints: dict[str, tuple[Any, ...]] = {}
         self._last_event: dict[str, tuple[str, str, str]] = {}
         self.restore_problems: list[str] = []
@@ -112,6 +124,7 @@ class Engine:
     def _load(self) -> None:
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
+        self._loads += 1
         self.cluster = Cluster(self.config, instant_evictions=self.instant_evictions)
         self.objects = {r.key: r for r in loaded.objects}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
@@ -225,25 +238,34 @@ class Engine:
 
     # -- settle: schedule and persist the consequences ------------------------------------------
     def _settle(self, now: float, batch: _Batch) -> None:
-        self.cluster.schedule(now)
-        # Every event since the last settle, those raised by apply/delete included; the list is
-        # emptied so it does not grow for the life of the server.
-        events = list(self.cluster.events)
-        self.cluster.events.clear()
-        fresh = events
+        # Every decision and event since the last settle, those of apply/delete included; both
+        # are drained so that they do not grow for the life of the server.
+        decisions = self.cluster.schedule(now)
+        events = self._take_events()
         for _ in range(_OBSERVER_ROUNDS):
+            version = self.cluster.version
             for obs in self.observers:
-                obs.on_events(self, fresh, now)
-            if not self.cluster.events:
+                obs.on_decisions(self, decisions, now)
+            events += self._take_events()
+            if self.cluster.version == version and not self.cluster.decisions:
                 break
             # Observers acted on the cluster (evict, confirm_stopped, finish): settle again and
             # show them what that caused (an admission after a stop), so they can act on it too.
-            self.cluster.schedule(now)
-            fresh = list(self.cluster.events)
-            self.cluster.events.clear()
-            events.extend(fresh)
+            decisions = self.cluster.schedule(now)
+            events += self._take_events()
         self._collect_statuses(batch)
         self._collect_events(events, batch)
+
+    def _take_events(self) -> list[Event]:
+        """The core's and the adapters' (``record_event``) events since the last call, in order."""
+        events, self._audit = self._audit, []
+        return events + self.cluster.take_events()
+
+    def add_observer(self, observer: EngineObserver) -> None:
+        """Let ``observer`` ride on this engine from the next settle on; it catches up first."""
+        with self._lock:
+            observer.on_attach(self, self.clock())
+            self.observers.append(observer)
 
     def _collect_statuses(self, batch: _Batch) -> None:
         # Only workloads the core marked as possibly changed: comparing every workload after
@@ -302,7 +324,8 @@ class Engine:
             version = self.cluster.version
             for obs in self.observers:
                 obs.on_tick(self, now)
-            if self.cluster.version == version and not self.cluster.events:
+            changed = self.cluster.version != version or self.cluster.dirty
+            if not (changed or self.cluster.decisions or self._audit):
                 return
             batch = _Batch()
             self._settle(now, batch)

@@ -1,43 +1,50 @@
 """The bridge between the engine and a runtime: admitted workloads run, evicted ones stop.
 
 ``RuntimeBridge`` is an ``EngineObserver``. It carries out the core's decisions on a runtime and
-reports back what really happened: an ``Admitted`` event starts the workload's pods (commands from
-the owning Job's or RayCluster's manifest), an ``EvictedDueTo...`` event stops them, and only the
-runtime's ``Stopped`` makes the core release the quota (``confirm_stopped``), as Kueue waits for
-pods to terminate. Exits finish the workload (``Succeeded``/``Failed``). It never decides who is
-admitted or evicted, with one exception stated here: after a restart, an admitted workload whose
-pods are gone is evicted (reason ``PodsLost``) and so requeued, since its work did not survive.
+reports back what really happened. It dispatches on the core's decision types (``core.decisions``),
+never on reason text: ``Admit`` starts the workload's pods (commands from the owning Job's or
+RayCluster's manifest; a ``Reserve`` alone starts nothing, as quota may wait for admission
+checks), ``Evict`` stops them, and only the runtime's ``Stopped`` makes the core release the quota
+(``engine.confirm_stopped``), as Kueue waits for pods to terminate. Exits finish the workload
+(``Succeeded``/``Failed``). It never decides who is admitted or evicted, with one exception
+stated here: after a restart, an admitted workload whose pods are gone is evicted (reason
+``PodsLost``) and so requeued, since its work did not survive.
 
 What cannot run does not change admission: a workload whose pods need more GPUs than are free
 stays admitted with its pods pending (a ``FailedScheduling`` warning, retried at each poll), as a
 Kubernetes pod waits for a node; a manifest with no command gets a ``FailedCreate`` warning. Every
 runtime step is also written to the workload's events (``Started``, ``Stopped``, ``PodFailed``),
-so ``describe`` shows the whole audit trail. All calls come under the engine lock.
+so ``describe`` shows the whole audit trail (``engine.record_event``). It reads the engine only
+through its views and acts only through its observer actions. The runtime is driven under the
+bridge's own lock: the hooks hold the engine lock and then take it, the API's reads (pods, logs)
+take only it, so a slow log read never holds up scheduling.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.core.state import Event, Phase, WorkloadState
+from gpuaas.core.decisions import Admit, Decision, Evict
+from gpuaas.core.state import Event, Phase
+from gpuaas.engine.views import HOLDING, WorkloadView
 from gpuaas.inventory import NodeInventory, flavor_matches_node
 from gpuaas.runtimes import (
     AlreadyRunning,
     EventKind,
     NotEnoughGpus,
     PodSpecError,
+    Runtime,
     RuntimeEvent,
     RuntimeRequestError,
     WorkloadRun,
     build_run_plan,
 )
-from gpuaas.runtimes.local import LocalRuntime
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
-from gpuaas.store import ObjectKey
 from gpuaas.vocab.kinds import WORKLOAD
 
 if TYPE_CHECKING:
@@ -46,7 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
-_HELD = (Phase.ADMITTED, Phase.EVICTING)
 _RUNTIME_EVENTS = {
     EventKind.STARTED: ("Normal", "Started"),
     EventKind.POD_FAILED: ("Warning", "PodFailed"),
@@ -59,7 +65,7 @@ _RUNTIME_EVENTS = {
 
 
 class RuntimeBridge:
-    def __init__(self, runtime: LocalRuntime, node: NodeInventory | None = None) -> None:
+    def __init__(self, runtime: Runtime, node: NodeInventory | None = None) -> None:
         self.runtime = runtime
         # The node's labels and taints: a pod admitted with a flavor whose nodeLabels or
         # taints do not fit this node cannot land here, as Kueue's injected nodeSelector keeps
@@ -68,7 +74,9 @@ class RuntimeBridge:
         self._engine: Engine | None = None
         self._to_start: set[str] = set()  # admitted, pods not started yet (retried each poll)
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
-        self._cluster_id = 0  # id() of the Cluster last reconciled (the engine may rebuild it)
+        self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
+        self._adopted: list[str] = []
+        self._lock = threading.RLock()  # the runtime's calls, from hooks and from the API
 
     # -- wiring ---------------------------------------------------------------------------------
     def attach(self, engine: Engine) -> list[str]:
@@ -81,52 +89,61 @@ class RuntimeBridge:
             raise ValueError("a runtime needs Engine(live_runtime=True): quota waits for stops")
         self._engine = engine
         engine.job_status = self.job_status
-        with engine._lock:
-            adopted = self.runtime.adopt()
-            engine.observers.append(self)
-        engine.tick()  # reconciles (a fresh Cluster), records the adoptions, persists
-        return adopted
+        engine.add_observer(self)  # adopts (on_attach), under the engine lock
+        engine.tick()  # reconciles (a new epoch), records the adoptions, persists
+        return self._adopted
 
     # -- EngineObserver -------------------------------------------------------------------------
-    def on_tick(self, engine: Engine, now: float) -> None:
-        if id(engine.cluster) != self._cluster_id:
-            self._reconcile(engine, now)
-        for ev in self.runtime.poll():
-            self._on_runtime_event(engine, ev, now)
-        self._stop_unwanted(engine)
-        self._start_pending(engine, now)
+    def on_attach(self, engine: Engine, now: float) -> None:
+        with self._lock:
+            self._adopted = self.runtime.adopt()
 
-    def on_events(self, engine: Engine, events: list[Event], now: float) -> None:
-        if id(engine.cluster) != self._cluster_id:
-            self._reconcile(engine, now)
-        running = self.runtime.running()
-        for ev in events:
-            key = ev.workload
-            if key is None:
-                continue
-            if ev.reason == "Admitted":
-                self._to_start.add(key)
-            elif ev.reason.startswith("EvictedDueTo"):
-                self._to_start.discard(key)
-                self._stop_or_confirm(engine, key, running, now)
-        self._stop_unwanted(engine)
-        self._start_pending(engine, now)
-        for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
-            self._on_runtime_event(engine, rev, now)
+    def on_tick(self, engine: Engine, now: float) -> None:
+        with self._lock:
+            if engine.epoch != self._epoch:
+                self._reconcile(engine, now)
+            for ev in self.runtime.poll():
+                self._on_runtime_event(engine, ev, now)
+            self._stop_unwanted(engine)
+            self._start_pending(engine, now)
+
+    def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
+        with self._lock:
+            if engine.epoch != self._epoch:
+                self._reconcile(engine, now)
+            running = self.runtime.running()
+            for d in decisions:
+                match d:
+                    case Admit():
+                        self._to_start.add(d.workload)
+                    case Evict():
+                        self._to_start.discard(d.workload)
+                        self._stop_or_confirm(engine, d.workload, running, now)
+                    case _:
+                        pass
+            self._stop_unwanted(engine)
+            self._start_pending(engine, now)
+            for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
+                self._on_runtime_event(engine, rev, now)
 
     # -- reads for the API ------------------------------------------------------------------------
     def runs(self) -> dict[str, WorkloadRun]:
         """Pods by workload, as the runtime sees them now."""
-        assert self._engine is not None
-        with self._engine._lock:
+        with self._lock:
             return self.runtime.running()
+
+    def gpu_owners(self) -> dict[int, tuple[str, str]]:
+        """GPU index -> (workload key, pod) for every GPU a pod holds now (telemetry's pinning)."""
+        with self._lock:
+            return self.runtime.gpu_owners()
 
     def job_status(self, key: str) -> dict[str, Any]:
         """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
 
         Called by the engine while it renders a job, under its lock.
         """
-        run = self.runtime.running().get(key)
+        with self._lock:
+            run = self.runtime.running().get(key)
         return {
             "pods": {p.name: p.phase for p in run.pods} if run else {},
             "ray": read_states(self._ray_dir(key)) if run else {},
@@ -134,32 +151,28 @@ class RuntimeBridge:
 
     def logs(self, key: str, pod: str | None, follow: bool) -> Iterator[str]:
         """The log lines of ``key``; the pods are looked up now, the lines read as iterated."""
-        assert self._engine is not None
-        with self._engine._lock:
+        with self._lock:
             return self.runtime.logs(key, pod, follow=follow)
 
     def shutdown(self, grace_seconds: float | None = None) -> None:
         """Graceful server stop: every pod is stopped and gone before this returns."""
-        if self._engine is None:
-            self.runtime.shutdown(grace_seconds)
-            return
-        with self._engine._lock:
+        with self._lock:
             self.runtime.shutdown(grace_seconds)
 
     # -- steps ----------------------------------------------------------------------------------
     def _reconcile(self, engine: Engine, now: float) -> None:
-        """Level-triggered: make the runtime agree with a Cluster built from the store."""
-        self._cluster_id = id(engine.cluster)
-        cluster, running = engine.cluster, self.runtime.running()
+        """Level-triggered: make the runtime agree with engine state rebuilt from the store."""
+        self._epoch = engine.epoch
+        running = self.runtime.running()
         self._to_start.clear()
-        for key, st in cluster.workloads.items():
-            if st.phase == Phase.EVICTING:
-                self._stop_or_confirm(engine, key, running, now)
-            elif st.phase == Phase.ADMITTED and key not in running and self._runs_pods(engine, st):
+        for w in engine.workloads(phases=HOLDING):
+            if w.phase == Phase.EVICTING:
+                self._stop_or_confirm(engine, w.key, running, now)
+            elif w.key not in running and self._runs_pods(engine, w):
                 msg = "its pods were gone when the server started again; requeued to run anew"
-                log.warning("Workload %s: %s", key, msg)
-                cluster.evict(key, PODS_LOST, msg, now)
-                cluster.confirm_stopped(key, now)
+                log.warning("Workload %s: %s", w.key, msg)
+                engine.evict(w.key, PODS_LOST, msg, now)
+                engine.confirm_stopped(w.key, now)
         self._stop_unwanted(engine)
 
     def _stop_or_confirm(
@@ -167,30 +180,36 @@ class RuntimeBridge:
     ) -> None:
         run = running.get(key)
         if run is None:
-            engine.cluster.confirm_stopped(key, now)  # nothing ran: the quota is free at once
+            engine.confirm_stopped(key, now)  # nothing ran: the quota is free at once
         elif not run.stopping:
             self.runtime.stop(key)
 
     def _stop_unwanted(self, engine: Engine) -> None:
         """Pods of workloads that were deleted, finished or never admitted are stopped."""
-        for key, run in self.runtime.running().items():
-            st = engine.cluster.workloads.get(key)
-            if (st is None or st.phase not in _HELD) and not run.stopping:
+        running = self.runtime.running()
+        if not running:
+            return
+        held = {w.key for w in engine.workloads(keys=running.keys(), phases=HOLDING)}
+        for key, run in running.items():
+            if key not in held and not run.stopping:
                 self.runtime.stop(key)
 
     def _start_pending(self, engine: Engine, now: float) -> None:
+        if not self._to_start:
+            return
+        admitted = {w.key: w for w in engine.workloads(keys=self._to_start)}
         for key in sorted(self._to_start):
-            st = engine.cluster.workloads.get(key)
-            if st is None or st.phase != Phase.ADMITTED:
+            w = admitted.get(key)
+            if w is None or w.phase != Phase.ADMITTED:
                 self._to_start.discard(key)
                 self._warned.pop(key, None)
                 continue
-            if self._start(engine, st, now):
+            if self._start(engine, w, now):
                 self._to_start.discard(key)
                 self._warned.pop(key, None)
 
-    def _runs_pods(self, engine: Engine, st: WorkloadState) -> bool:
-        manifest = self._manifest(engine, st.key)
+    def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
+        manifest = engine.source_manifest(st.key)
         if manifest is None:
             return False
         try:
@@ -199,16 +218,16 @@ class RuntimeBridge:
             return False
         return True
 
-    def _plan(self, st: WorkloadState, manifest: Mapping[str, Any]) -> RunPlan:
+    def _plan(self, st: WorkloadView, manifest: Mapping[str, Any]) -> RunPlan:
         return build_run_plan(st.workload, st.admission, manifest, ray_dir=self._ray_dir(st.key))
 
     def _ray_dir(self, key: str) -> Path:
         return self.runtime.workload_dir(key) / "ray"
 
-    def _start(self, engine: Engine, st: WorkloadState, now: float) -> bool:
+    def _start(self, engine: Engine, st: WorkloadView, now: float) -> bool:
         """Start the pods of ``st``; False to try again at the next poll (GPUs still busy)."""
         key = st.key
-        manifest = self._manifest(engine, key)
+        manifest = engine.source_manifest(key)
         if manifest is None:
             self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
             return True
@@ -238,7 +257,7 @@ class RuntimeBridge:
             return True
         return True
 
-    def _node_mismatch(self, engine: Engine, st: WorkloadState) -> str:
+    def _node_mismatch(self, engine: Engine, st: WorkloadView) -> str:
         """Why the admitted flavors keep this workload's pods off this node ('' if they fit)."""
         if self.node is None or st.admission is None:
             return ""
@@ -246,7 +265,7 @@ class RuntimeBridge:
         for psa in st.admission.pod_sets:
             ps = pod_sets.get(psa.name)
             for name in sorted(set(psa.flavors.values())):
-                flavor = engine.cluster.flavors.get(name)
+                flavor = engine.flavor(name)
                 if flavor is None:
                     continue
                 match = flavor_matches_node(
@@ -261,21 +280,21 @@ class RuntimeBridge:
         return ""
 
     def _on_runtime_event(self, engine: Engine, ev: RuntimeEvent, now: float) -> None:
-        cluster, key = engine.cluster, ev.workload
-        st = cluster.workloads.get(key)
+        key = ev.workload
+        st = engine.workload(key)
         self._record(engine, ev, now)
         if ev.kind == EventKind.STOPPED:
             if st is None:
                 self._forget(key)
             elif st.phase == Phase.EVICTING:
-                cluster.confirm_stopped(key, now)
+                engine.confirm_stopped(key, now)
             elif st.phase == Phase.ADMITTED:
                 self._to_start.add(key)  # stopped while still admitted: run it again
         elif ev.kind in (EventKind.SUCCEEDED, EventKind.FAILED):
             if st is None:
                 self._forget(key)
-            elif st.phase in _HELD:
-                cluster.finish(key, now, succeeded=ev.kind == EventKind.SUCCEEDED)
+            elif st.phase in HOLDING:
+                engine.finish_now(key, now, succeeded=ev.kind == EventKind.SUCCEEDED)
 
     def _forget(self, key: str) -> None:
         try:
@@ -299,7 +318,7 @@ class RuntimeBridge:
             message = f"{pod}{ev.message}" if ev.message else f"{pod}{reason}"
         if ev.kind == EventKind.STOPPED:
             message = f"All pods are gone ({ev.message})"
-        engine.cluster.events.append(
+        engine.record_event(
             Event(now, type_, reason, f"Workload {ev.workload}", message, workload=ev.workload)
         )
 
@@ -308,19 +327,4 @@ class RuntimeBridge:
             return
         self._warned[key] = message
         log.warning("Workload %s: %s", key, message)
-        engine.cluster.events.append(
-            Event(now, "Warning", reason, f"Workload {key}", message, workload=key)
-        )
-
-    @staticmethod
-    def _manifest(engine: Engine, key: str) -> Mapping[str, Any] | None:
-        """The document the pods come from: the owning Job/RayCluster/RayJob, else the Workload."""
-        ns, _, name = key.partition("/")
-        rec = engine.objects.get(ObjectKey(WORKLOAD.gk, ns, name))
-        if rec is None:
-            return None
-        owner_gk = rec.internal.get("owner")
-        if owner_gk:
-            owner = engine.objects.get(ObjectKey(str(owner_gk), ns, name))
-            return owner.doc if owner is not None else None
-        return rec.doc
+        engine.record_event(Event(now, "Warning", reason, f"Workload {key}", message, workload=key))

@@ -1,32 +1,46 @@
 """The telemetry observer: counters, usage ledger, GPU sampling and the hoarding policy.
 
-``TelemetryBridge`` rides on the engine as an ``EngineObserver``. From the core's events it feeds
-Kueue's counters and opens and closes usage intervals; on each tick it samples the GPUs when the
-configured interval has passed (NVML, else the simulated collector), ties each GPU to the
-workload holding it, runs the hoarding detector and carries out its decisions (a ``GPUIdle``
-condition and an event; eviction with reason ``IdleGPU`` where the rule says ``Evict``). It also
-answers the read side: the ``/metrics`` snapshot, offenders and the usage report. It decides no
-admission and writes no store row itself: conditions and events go through the engine's settle.
+``TelemetryBridge`` rides on the engine as an ``EngineObserver``. From the core's decisions
+(``core.decisions``, dispatched on their types, never on reason text) it feeds Kueue's counters
+(``Reserve``/``Admit``: reserved and admitted with their wait; ``Finish``; ``Evict`` with its
+reason, and with a preemptor the preempted counter) and opens and closes usage intervals (open at
+``Reserve``, as Kueue counts quota from reservation; close at ``Release``). On each tick it
+samples the GPUs when the configured interval has passed (NVML, else the simulated collector),
+ties each GPU to the workload holding it, runs the hoarding detector and carries out its
+decisions through the engine's observer actions (a ``GPUIdle`` condition and an event; eviction
+with reason ``IdleGPU`` where the rule says ``Evict``). It reads the engine only through its views.
+It also answers the read side (the ``/metrics`` snapshot, offenders, the usage report, the GPU
+panel) under its own lock, never the engine's. It decides no admission and writes no store row
+itself: conditions and events go through the engine's settle.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.core.cluster import Cluster
-from gpuaas.core.state import Event, WorkloadState
+from gpuaas.core.decisions import (
+    Admit,
+    Decision,
+    Delete,
+    Evict,
+    Finish,
+    Release,
+    Requeue,
+    Reserve,
+)
 from gpuaas.engine.telemetry_view import (
-    HOLDING,
     DerivedPinning,
     Owners,
     cluster_queue_rows,
     holders,
     local_queue_rows,
 )
+from gpuaas.engine.views import HOLDING, WorkloadView
 from gpuaas.inventory.gpus import GpuDevice
 from gpuaas.store import ObjectKey
 from gpuaas.telemetry import (
@@ -34,6 +48,7 @@ from gpuaas.telemetry import (
     DecisionKind,
     GpuaasConfiguration,
     GpuCollector,
+    GpuHolder,
     GroupBy,
     HoardingDecision,
     HoardingDetector,
@@ -63,18 +78,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = ObjectKey(CONFIGURATION.gk, "", "default")
-EVICTION_PREFIX = "EvictedDueTo"
 IDLE_GPU = "IdleGPU"
 
 
 class TelemetryBridge:
     """One per engine. ``attach(engine)`` registers it and catches up with restored state.
 
-    ``owners`` is the local runtime's pinning (``LocalRuntime.gpu_owners``); without it the GPUs
+    ``owners`` is the local runtime's pinning (``RuntimeBridge.gpu_owners``); without it the GPUs
     are attributed from the admitted workloads' GPU usage (``DerivedPinning``). ``collector``
     replaces the one the configuration would pick (tests pass a ``SimulatedCollector``).
     ``interval_seconds`` is the server's default; a configuration that sets
     ``spec.telemetry.intervalSeconds`` wins over it.
+
+    Locks: the hooks run under the engine lock and take the bridge's; the read side takes the
+    engine's views first and only then the bridge's lock, so the two are always taken in the
+    same order.
     """
 
     def __init__(
@@ -110,19 +128,19 @@ class TelemetryBridge:
         self._open: dict[str, float] = {
             i.workload_key: i.start for i in self.ledger.intervals() if i.end is None
         }
-        self._queued_since: dict[str, float] = {}
+        self._queued_since: dict[str, float] = {}  # key -> its last Requeue
         self._bad_profiles: set[str] = set()
+        self._engine: Engine | None = None
+        self._epoch = 0  # the engine's epoch the ledger was last fully synced with
+        self._lock = threading.RLock()
 
     # -- wiring ----------------------------------------------------------------------------------
     def attach(self, engine: Engine) -> TelemetryBridge:
-        with engine._lock:  # the engine's lock: the hooks below also run under it
-            engine.observers.append(self)
-            now = engine.clock()
-            self._reload_config(engine)
-            self._sync_ledger(engine.cluster, now, everything=True)
+        self._engine = engine
+        engine.add_observer(self)  # calls on_attach under the engine lock
         return self
 
-    def _interval(self, raw: dict[str, Any] | None) -> float:
+    def _interval(self, raw: Mapping[str, Any] | None) -> float:
         spec = (raw or {}).get("spec") or {}
         if isinstance(spec.get("telemetry"), dict) and "intervalSeconds" in spec["telemetry"]:
             return self.config.telemetry.interval_seconds
@@ -144,7 +162,7 @@ class TelemetryBridge:
 
     def _reload_config(self, engine: Engine) -> None:
         """Pick up an applied (or deleted) ``GpuaasConfiguration default``."""
-        rec = engine.objects.get(CONFIG_KEY)
+        rec = engine.stored(CONFIG_KEY)
         rv = None if rec is None else rec.rv
         if rv == self._config_rv:
             return
@@ -168,105 +186,148 @@ class TelemetryBridge:
             self.collector.close()
 
     def close(self) -> None:
-        self._close_collector()
-        close = getattr(self.ledger.store, "close", None)  # SQLite and PostgreSQL have one
-        if callable(close):
-            close()
+        with self._lock:
+            self._close_collector()
+            close = getattr(self.ledger.store, "close", None)  # SQLite and PostgreSQL have one
+            if callable(close):
+                close()
 
     # -- EngineObserver --------------------------------------------------------------------------
-    def on_tick(self, engine: Engine, now: float) -> None:
-        self._reload_config(engine)
-        if not self.sampler.due(now):
-            return
-        cluster = engine.cluster
-        pinning = holders(cluster, self._current_owners(cluster))
-        self._assign_profiles(cluster, pinning)
-        samples = self.sampler.poll(self.collector, now) or []
-        self.latest = attribute(samples, pinning)
-        decisions = self.detector.observe(self.latest, now)
-        evicted: set[str] = set()
-        for d in decisions:
-            if self._carry_out(cluster, d, now):
-                evicted.add(d.workload_key)
-        if evicted:
-            # Its GPUs are released with its quota: the flag clears, and a readmission starts a
-            # fresh idle window instead of inheriting this one.
-            rest = [
-                a for a in self.latest if a.holder is None or a.holder.workload_key not in evicted
-            ]
-            for d in self.detector.observe(rest, now):
-                self._carry_out(cluster, d, now)
+    def on_attach(self, engine: Engine, now: float) -> None:
+        with self._lock:
+            self._reload_config(engine)
+            self._sync_ledger(engine, now)
 
-    def on_events(self, engine: Engine, events: list[Event], now: float) -> None:
-        self._reload_config(engine)
-        cluster = engine.cluster
-        for ev in events:
-            self._count(cluster, ev)
-        self._sync_ledger(cluster, now, everything=False)
+    def on_tick(self, engine: Engine, now: float) -> None:
+        with self._lock:
+            self._reload_config(engine)
+            if engine.epoch != self._epoch:
+                self._sync_ledger(engine, now)
+            if not self.sampler.due(now):
+                return
+            live, pinning = self._pinning(engine)
+            self._assign_profiles(live, pinning)
+            samples = self.sampler.poll(self.collector, now) or []
+            self.latest = attribute(samples, pinning)
+            decisions = self.detector.observe(self.latest, now)
+            evicted = {d.workload_key for d in decisions if self._carry_out(engine, d, now)}
+            if evicted:
+                # Its GPUs are released with its quota: the flag clears, and a readmission
+                # starts a fresh idle window instead of inheriting this one.
+                rest = [
+                    a
+                    for a in self.latest
+                    if a.holder is None or a.holder.workload_key not in evicted
+                ]
+                for d in self.detector.observe(rest, now):
+                    self._carry_out(engine, d, now)
+
+    def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
+        with self._lock:
+            self._reload_config(engine)
+            if engine.epoch != self._epoch:
+                self._sync_ledger(engine, now)  # rebuilt from the store: decisions were lost
+            for d in decisions:
+                self._on_decision(engine, d)
 
     # -- counters and ledger ---------------------------------------------------------------------
-    def _count(self, cluster: Cluster, ev: Event) -> None:
-        st = cluster.workloads.get(ev.workload or "")
-        if st is None:
-            return
-        cq = st.cluster_queue or ""
-        pc = st.workload.priority_class or ""
-        if ev.reason in ("QuotaReserved", "Admitted"):
-            wait = ev.time - self._queued_since.get(st.key, st.created_at)
-            if ev.reason == "QuotaReserved":
-                self.counters.quota_reserved(cq, wait, pc)
-                self._reserve(st, ev.time)
-            else:
-                self.counters.admitted(cq, wait, pc)
-        elif ev.reason == "Requeued":
-            self._queued_since[st.key] = ev.time
-        elif ev.reason == "Finished":
-            self._queued_since.pop(st.key, None)
-            if st.cluster_queue:
-                self.counters.finished(cq, pc)
-        elif ev.reason.startswith(EVICTION_PREFIX):
-            self.counters.evicted(cq, ev.reason.removeprefix(EVICTION_PREFIX), pc)
-        elif ev.reason == "Preempted" and ev.related:
-            preemptor = cluster.workloads.get(ev.related)
-            preempting_cq = (preemptor.cluster_queue if preemptor else None) or ""
-            self.counters.preempted(preempting_cq, st.preemption_reason or "")
+    def _on_decision(self, engine: Engine, d: Decision) -> None:
+        """Counters and the ledger, by decision type."""
+        match d:
+            case Release() | Delete():
+                if d.workload in self._open:
+                    self.ledger.release(d.workload, d.time)
+                    del self._open[d.workload]
+                if isinstance(d, Delete):
+                    self._queued_since.pop(d.workload, None)
+                return
+            case Requeue():
+                self._queued_since[d.workload] = d.time
+                return
+            case _:
+                pass
+        w = engine.workload(d.workload)
+        pc = (w.priority_class if w is not None else None) or ""
+        match d:
+            case Reserve(cluster_queue=cq):
+                self.counters.quota_reserved(cq, self._wait(d, w), pc)
+                if w is not None:
+                    self._reserve(w, d.time)
+            case Admit(cluster_queue=cq):
+                self.counters.admitted(cq, self._wait(d, w), pc)
+            case Finish() if w is not None and w.cluster_queue:
+                self._queued_since.pop(d.workload, None)
+                self.counters.finished(w.cluster_queue, pc)
+            case Evict(cluster_queue=cq, reason=reason, preemptor=preemptor):
+                self.counters.evicted(cq, reason, pc)
+                if preemptor is not None:
+                    self.counters.preempted(
+                        d.preemptor_cluster_queue or "", d.preemption_reason or ""
+                    )
+            case _:
+                pass
 
-    def _reserve(self, st: WorkloadState, now: float) -> None:
-        if st.admission is None:
-            return
-        interval = self.ledger.reserve_admission(st, now)
-        self._open[st.key] = interval.start
+    def _wait(self, d: Reserve | Admit, w: WorkloadView | None) -> float:
+        """Kueue's admission wait: since the last requeue, else since creation."""
+        since = self._queued_since.get(d.workload)
+        if since is None:
+            return d.wait_seconds if w is None else d.time - w.created_at
+        return d.time - since
 
-    def _sync_ledger(self, cluster: Cluster, now: float, *, everything: bool) -> None:
-        """Close intervals whose quota is gone; with ``everything``, open missing ones too
-        (after a restart the core restores admissions without events)."""
+    def _reserve(self, w: WorkloadView, now: float) -> None:
+        """Open ``w``'s usage interval, from its reservation (kept across restarts)."""
+        if not w.holds_quota or w.admission is None:
+            return
+        start = w.admitted_at if w.admitted_at is not None else now
+        interval = self.ledger.reserve(
+            w.key,
+            namespace=w.namespace,
+            local_queue=w.workload.queue_name,
+            cluster_queue=w.admission.cluster_queue,
+            usage=w.admission.usage(),
+            now=start,
+        )
+        self._open[w.key] = interval.start
+
+    def _sync_ledger(self, engine: Engine, now: float) -> None:
+        """Make the open intervals those of the workloads holding quota now: after attaching
+        (a restored admission comes with no decision) and after the engine rebuilt its state."""
+        self._epoch = engine.epoch
+        holding = {w.key: w for w in engine.workloads(phases=HOLDING) if w.holds_quota}
         for key, start in list(self._open.items()):
-            st = cluster.workloads.get(key)
-            held = st is not None and st.phase in HOLDING and st.admission is not None
-            if not held or st is None or st.admitted_at != start:
+            w = holding.get(key)
+            if w is None or w.admitted_at != start:
                 self.ledger.release(key, now)
                 del self._open[key]
-        if everything:
-            for st in cluster.workloads.values():
-                if st.phase in HOLDING and st.admission is not None and st.key not in self._open:
-                    self._reserve(st, now)
+        for key, w in holding.items():
+            if key not in self._open:
+                self._reserve(w, now)
 
     # -- sampling and hoarding -------------------------------------------------------------------
-    def _current_owners(self, cluster: Cluster) -> Owners:
+    def _pinning(
+        self, engine: Engine
+    ) -> tuple[dict[str, WorkloadView], dict[int | str, GpuHolder]]:
+        """Who holds each GPU now, and the views of those workloads."""
         if self._owners is not None:
-            return self._owners()
-        return self._derived.owners(cluster)
+            owners: Owners = self._owners()
+        else:
+            owners = self._derived.owners(engine.workloads(phases=HOLDING))
+        keys = {key for key, _ in owners.values()}
+        live = {w.key: w for w in engine.workloads(keys=keys)} if keys else {}
+        return live, holders(live, owners)
 
-    def _assign_profiles(self, cluster: Cluster, pinning: dict[int | str, Any]) -> None:
+    def _assign_profiles(
+        self, live: Mapping[str, WorkloadView], pinning: Mapping[int | str, GpuHolder]
+    ) -> None:
         mapping: dict[int, tuple[str, Profile | str]] = {}
         known = {g.index for g in self.simulated.gpus}
         for index, h in pinning.items():
             if not isinstance(index, int) or index not in known:
                 continue
-            st = cluster.workloads.get(h.workload_key)
-            annotations = st.workload.annotations if st is not None else {}
+            w = live.get(h.workload_key)
+            annotations = w.annotations if w is not None else {}
             try:
-                profile = profile_from_annotations(h.workload_key, annotations)
+                profile = profile_from_annotations(h.workload_key, dict(annotations))
             except TelemetryInputError as exc:
                 if h.workload_key not in self._bad_profiles:
                     self._bad_profiles.add(h.workload_key)
@@ -275,35 +336,70 @@ class TelemetryBridge:
             mapping[index] = (h.workload_key, profile)
         self.simulated.set_assignments(mapping)
 
-    def _carry_out(self, cluster: Cluster, d: HoardingDecision, now: float) -> bool:
-        """Publish one decision; True when it evicted the workload."""
-        st = cluster.workloads.get(d.workload_key)
-        if st is None:
+    def _carry_out(self, engine: Engine, d: HoardingDecision, now: float) -> bool:
+        """Publish one hoarding decision; True when it evicted the workload."""
+        if engine.workload(d.workload_key) is None:
             return False
-        if st.set_condition(*d.condition(), now):
-            cluster.dirty.add(d.workload_key)  # the engine persists statuses of dirty workloads
+        engine.set_condition(d.workload_key, *d.condition(), now)
         if d.kind is not DecisionKind.EVICT:
-            cluster.events.append(d.event())
+            engine.record_event(d.event())
             return False
-        # The core's EvictedDueToIdleGPU event says it; the eviction is counted from that event.
-        return cluster.evict(d.workload_key, IDLE_GPU, d.message, now)
+        # The core's Evict decision says it (reason IdleGPU); the counter counts it from there.
+        return engine.evict(d.workload_key, IDLE_GPU, d.message, now)
 
-    # -- read side (callers hold the engine lock) --------------------------------------------------
-    def snapshot(self, cluster: Cluster, now: float) -> MetricsSnapshot:
-        cqs, quotas = cluster_queue_rows(cluster)
-        lqs, lq_usage = local_queue_rows(cluster)
-        return MetricsSnapshot(
-            cluster_queues=tuple(cqs),
-            quotas=tuple(quotas),
-            local_queues=tuple(lqs),
-            local_queue_usage=tuple(lq_usage),
-            counters=self.counters.values(),
-            gpus=tuple(self.latest),
-            hoarding=tuple(self.detector.offenders(now)),
-        )
+    # -- read side (any thread; never under the engine lock) ---------------------------------------
+    def _attached(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("the telemetry bridge is not attached to an engine")
+        return self._engine
+
+    def snapshot(self, now: float | None = None) -> MetricsSnapshot:
+        """Everything one ``/metrics`` scrape shows."""
+        engine = self._attached()
+        view = engine.view(local_queues=True)
+        now = engine.clock() if now is None else now
+        cqs, quotas = cluster_queue_rows(view)
+        lqs, lq_usage = local_queue_rows(view)
+        with self._lock:
+            return MetricsSnapshot(
+                cluster_queues=tuple(cqs),
+                quotas=tuple(quotas),
+                local_queues=tuple(lqs),
+                local_queue_usage=tuple(lq_usage),
+                counters=self.counters.values(),
+                gpus=tuple(self.latest),
+                hoarding=tuple(self.detector.offenders(now)),
+            )
+
+    def gpus_now(self) -> list[AttributedSample]:
+        """The GPUs as last sampled, each with who holds it now (samples may be seconds old)."""
+        engine = self._attached()
+        if self._owners is not None:
+            owners = self._owners()
+            keys = {key for key, _ in owners.values()}
+            live = {w.key: w for w in engine.workloads(keys=keys)} if keys else {}
+            with self._lock:
+                latest = list(self.latest)
+        else:
+            holding = engine.workloads(phases=HOLDING)
+            with self._lock:
+                owners = self._derived.owners(holding)
+                latest = list(self.latest)
+            live = {w.key: w for w in holding}
+        pinning = holders(live, owners)
+        return [
+            AttributedSample(a.sample, pinning.get(a.sample.index) or pinning.get(a.sample.uuid))
+            for a in latest
+        ]
+
+    @property
+    def currency(self) -> str:
+        with self._lock:
+            return self.config.currency
 
     def offenders(self, now: float, namespaces: set[str] | None = None) -> list[HoardingRow]:
-        rows = self.detector.offenders(now)
+        with self._lock:
+            rows = self.detector.offenders(now)
         return [r for r in rows if namespaces is None or r.namespace in namespaces]
 
     def usage(
@@ -314,20 +410,14 @@ class TelemetryBridge:
         by: GroupBy,
         namespaces: set[str] | None = None,
     ) -> list[UsageRow]:
-        intervals = [
-            i
-            for i in self.ledger.intervals(since, until)
-            if namespaces is None or i.namespace in namespaces
-        ]
-        return usage_report(intervals, since=since, until=until, by=by, prices=self.config.prices)
-
-
-def find(engine: Engine) -> TelemetryBridge | None:
-    """The bridge riding on ``engine``, if telemetry is on."""
-    for obs in engine.observers:
-        if isinstance(obs, TelemetryBridge):
-            return obs
-    return None
+        with self._lock:
+            intervals = [
+                i
+                for i in self.ledger.intervals(since, until)
+                if namespaces is None or i.namespace in namespaces
+            ]
+            prices = self.config.prices
+        return usage_report(intervals, since=since, until=until, by=by, prices=prices)
 
 
 def install(

@@ -1,0 +1,154 @@
+"""The engine's public read model and the actions its observers may take, as one mixin.
+
+``Engine`` inherits ``ReadModel``. Reads take the engine lock, build immutable views
+(``engine.views``) of only what was asked for, and return them: no caller outside the engine gets
+its lock, its ``Cluster`` or a live record. Actions (``evict``, ``confirm_stopped``,
+``finish_now``, ``set_condition``, ``record_event``) are for observers: they run inside an
+observer hook (the lock is re-entrant), change the Cluster through its public methods, and leave
+the consequences to the settle that is running (rescheduling, persisting, the audit trail). This
+module makes no scheduling decision and does no I/O; it lives apart from ``engine.py`` so that the
+write path there stays readable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaas.core.cluster import Cluster
+from gpuaas.core.objects import ResourceFlavor
+from gpuaas.core.state import Event, Phase
+from gpuaas.engine import views
+from gpuaas.engine.views import ClusterView, WorkloadView
+from gpuaas.store import ObjectKey, ObjectRecord
+from gpuaas.vocab.kinds import WORKLOAD
+
+
+@dataclass(frozen=True, slots=True)
+class StoredView:
+    """A stored object as last written: its key, resourceVersion and document (read only)."""
+
+    key: ObjectKey
+    rv: int
+    doc: Mapping[str, Any]
+
+
+class ReadModel:
+    """Reads that return views, and observer actions; see the module docstring."""
+
+    cluster: Cluster
+    objects: dict[ObjectKey, ObjectRecord]
+    rv: int
+    _lock: threading.RLock
+    _loads: int
+    _audit: list[Event]
+
+    # -- reads ----------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """How many times the engine rebuilt its state from the store (at start, after a failed
+        commit). An observer that keeps its own copy of engine state reconciles when it changes."""
+        return self._loads
+
+    def view(
+        self,
+        *,
+        workloads: bool = False,
+        namespaces: Collection[str] | None = None,
+        why_pending: bool = False,
+        local_queues: bool = False,
+    ) -> ClusterView:
+        """ClusterQueues, cohorts and flavors at one resourceVersion; with ``workloads`` also
+        the workloads (in ``namespaces`` if given, with their queue positions, and with "why
+        pending" if ``why_pending``); with ``local_queues`` the LocalQueues' counts and usage."""
+        with self._lock:
+            return views.cluster_view(
+                self.cluster,
+                self.rv,
+                workloads=workloads,
+                namespaces=namespaces,
+                why_pending=why_pending,
+                local_queues=local_queues,
+            )
+
+    def workload(self, key: str, *, why_pending: bool = False) -> WorkloadView | None:
+        """One workload (``namespace/name``), or None if the core has no such workload."""
+        with self._lock:
+            st = self.cluster.workloads.get(key)
+            return None if st is None else views.workload_view(self.cluster, st, why=why_pending)
+
+    def workloads(
+        self,
+        *,
+        keys: Collection[str] | None = None,
+        namespaces: Collection[str] | None = None,
+        phases: Collection[Phase] | None = None,
+    ) -> tuple[WorkloadView, ...]:
+        """Workloads in creation order, narrowed by key, namespace and phase."""
+        with self._lock:
+            return views.workload_views(
+                self.cluster, keys=keys, namespaces=namespaces, phases=phases
+            )
+
+    def flavor(self, name: str) -> ResourceFlavor | None:
+        """A ResourceFlavor's parsed spec (shared: the core replaces it on apply)."""
+        with self._lock:
+            return self.cluster.flavors.get(name)
+
+    def stored(self, key: ObjectKey) -> StoredView | None:
+        """The stored object at ``key`` (its document as last written), if any."""
+        with self._lock:
+            rec = self.objects.get(key)
+            return None if rec is None else StoredView(rec.key, rec.rv, rec.doc)
+
+    def source_manifest(self, key: str) -> Mapping[str, Any] | None:
+        """The document a workload's pods come from: its owning Job, RayCluster or RayJob if it
+        was derived from one, else the Workload itself; None if neither is stored."""
+        ns, _, name = key.partition("/")
+        with self._lock:
+            rec = self.objects.get(ObjectKey(WORKLOAD.gk, ns, name))
+            if rec is None:
+                return None
+            owner_gk = rec.internal.get("owner")
+            if not owner_gk:
+                return rec.doc
+            owner = self.objects.get(ObjectKey(str(owner_gk), ns, name))
+            return owner.doc if owner is not None else None
+
+    # -- actions for observers (inside a hook; the running settle persists the consequences) ----
+    def evict(self, key: str, reason: str, message: str, now: float) -> bool:
+        """Begin evicting an admitted workload (Kueue's Evicted reason ``reason``)."""
+        with self._lock:
+            return self.cluster.evict(key, reason, message, now)
+
+    def confirm_stopped(self, key: str, now: float) -> None:
+        """An evicted workload's pods are gone: its quota is released and it is requeued."""
+        with self._lock:
+            self.cluster.confirm_stopped(key, now)
+
+    def finish_now(self, key: str, now: float, *, succeeded: bool = True) -> bool:
+        """A workload's pods ended: it finishes and releases its quota."""
+        with self._lock:
+            return self.cluster.finish(key, now, succeeded=succeeded)
+
+    def set_condition(
+        self, key: str, type_: str, status: str, reason: str, message: str, now: float
+    ) -> bool:
+        """Set an adapter's condition (e.g. ``GPUIdle``) on a workload; True if it changed."""
+        with self._lock:
+            st = self.cluster.workloads.get(key)
+            if st is None or not st.set_condition(type_, status, reason, message, now):
+                return False
+            self.cluster.dirty.add(key)  # its status is written at the end of this settle
+            return True
+
+    def record_event(self, event: Event) -> None:
+        """Add an adapter's event (Started, Stopped, FailedScheduling, GPUIdle, ...) to the
+        audit trail; it is stored with the core's events of the running settle."""
+        with self._lock:
+            # The core's events so far go first, so the trail keeps the order things happened
+            # in (a pod's Stopped before the Requeued its confirm_stopped causes).
+            self._audit += self.cluster.take_events()
+            self._audit.append(event)
