@@ -35,6 +35,7 @@ from gpuaas import demos
 from gpuaas.cli import printers
 from gpuaas.cli.client import Client, ClientError, Config
 from gpuaas.cli.demo_view import CastRecorder, Snapshot, changes, screen, workload_state
+from gpuaas.inventory import read_nvml_gpus
 from gpuaas.vocab.kinds import BY_KIND, for_api_version
 
 JsonDoc = dict[str, Any]
@@ -105,8 +106,6 @@ class Server:
 
 
 def _fake_gpus_if_none() -> str | None:
-    from gpuaas.inventory import read_nvml_gpus
-
     gpus, _ = read_nvml_gpus()
     return None if gpus else "4"
 

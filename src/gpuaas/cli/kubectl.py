@@ -18,8 +18,9 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from gpuaas.cli import printers
+from gpuaas.cli import printers, token
 from gpuaas.cli.client import Client, ClientError, Config, load_config, save_config
+from gpuaas.cli.telemetry import get_hoarding
 from gpuaas.vocab.kinds import Kind, for_api_version, lookup
 
 JsonDoc = dict[str, Any]
@@ -162,8 +163,6 @@ def get(
 ) -> None:
     """List objects, or show one, with Kueue's printer columns (``get hoarding``: offenders)."""
     if kind_name.lower() == "hoarding":
-        from gpuaas.cli.telemetry import get_hoarding
-
         return get_hoarding(output)
     kind = _kind(kind_name)
     if output not in (None, "wide", "yaml", "json"):
@@ -360,8 +359,6 @@ def register(app: typer.Typer) -> None:
 
 def build_app() -> typer.Typer:
     """A stand-alone app with these commands (tests and ``python -m gpuaas.cli.kubectl``)."""
-    from gpuaas.cli import token
-
     app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
     register(app)
     app.add_typer(token.app, name="token", help="Create API tokens.")

@@ -8,6 +8,7 @@ network, no state.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -206,7 +207,5 @@ def _kv(m: Any) -> str:
 
 
 def _short(v: Any) -> str:
-    import json
-
     text = v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
     return text if len(text) <= 160 else text[:157] + "..."

@@ -12,6 +12,9 @@ from typing import Annotated
 
 import typer
 
+from gpuaas.cli.client import Client, ClientError, load_config
+from gpuaas.server import ServerError, ServerOptions, create_token
+
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
 
@@ -34,23 +37,14 @@ def create(
         raise typer.Exit(1)
     label = name or ",".join(namespaces) or "admin"
     if data_dir is not None or db is not None:
-        from gpuaas.engine.tokens import Tokens
-        from gpuaas.store import StoreError, open_store
-
-        url = db or f"sqlite:///{(data_dir or Path()).expanduser() / 'gpuaas.db'}"
+        options = ServerOptions((data_dir or Path()).expanduser(), db=db)
         try:
-            store = open_store(url)
-            try:
-                token, _ = Tokens(store).create(label, tuple(namespaces), admin=admin)
-            finally:
-                store.close()
-        except StoreError as exc:
+            token = create_token(options.store_url, label, tuple(namespaces), admin=admin)
+        except ServerError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
         typer.echo(token)
         return
-    from gpuaas.cli.client import Client, ClientError, load_config
-
     try:
         client = Client(load_config())
         try:

@@ -1,8 +1,9 @@
 """Runtimes: where admitted workloads really run. One small port, one module per adapter.
 
-``base`` holds the port (``Runtime``, ``PodSpec``, ``RuntimeEvent``); ``podspecs`` turns an
-admitted workload and its manifest into pods; ``local`` runs them as process groups on this
-machine. Runtimes depend on ``core`` and ``inventory`` only, never on the engine or the API.
+``base`` holds the port (``Runtime``, ``PodSpec``, ``RuntimeEvent``, ``RuntimeOptions``);
+``podspecs`` turns an admitted workload and its manifest into pods; ``local`` runs them as process
+groups on this machine; ``registry`` names the runtimes a server may choose (``--runtime``).
+Runtimes depend on ``core`` and ``inventory`` only, never on the engine or the API.
 """
 
 from gpuaas.runtimes.base import (
@@ -15,6 +16,7 @@ from gpuaas.runtimes.base import (
     PodStatus,
     Runtime,
     RuntimeEvent,
+    RuntimeOptions,
     RuntimeRequestError,
     WorkloadRun,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "RunPlan",
     "Runtime",
     "RuntimeEvent",
+    "RuntimeOptions",
     "RuntimeRequestError",
     "WorkloadRun",
     "build_run_plan",

@@ -2,9 +2,10 @@
 
 This module owns the contract between the engine and any runtime (local processes, Ray,
 Kubernetes): the ``PodSpec`` a runtime starts, the ``RuntimeEvent`` it reports, and the
-``Runtime`` protocol of a few methods. It holds no processes and no policy; runtimes never decide
-admission, they only carry out the engine's decisions and say when pods are really gone, because
-Kueue releases an evicted workload's quota only once its pods have terminated.
+``Runtime`` protocol, and the ``RuntimeOptions`` every runtime is built from (``runtimes.registry``
+picks the runtime by name). It holds no processes and no policy; runtimes never decide admission,
+they only carry out the engine's decisions and say when pods are really gone, because Kueue
+releases an evicted workload's quota only once its pods have terminated.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+from gpuaas.inventory.node import NodeInventory
 
 DEFAULT_GRACE_SECONDS = 30.0
 DEFAULT_BACKOFF_LIMIT = 6
@@ -89,6 +93,14 @@ class WorkloadRun:
     pods: tuple[PodStatus, ...] = field(default_factory=tuple)
 
 
+@dataclass(slots=True, frozen=True)
+class RuntimeOptions:
+    """What the server knows when it builds a runtime: the same for every runtime."""
+
+    state_dir: Path  # the runtime's own directory (pod records, logs); it may create it
+    node: NodeInventory  # this node: GPUs to pin, labels and taints
+
+
 @runtime_checkable
 class Runtime(Protocol):
     """What the engine needs from a runtime. Calls come from one thread (the engine's loop)."""
@@ -129,4 +141,23 @@ class Runtime(Protocol):
 
     def shutdown(self, grace_seconds: float | None = None) -> None:
         """Graceful server stop: stop every workload and wait until its processes are gone."""
+        ...
+
+    def forget(self, key: str) -> None:
+        """Delete a finished workload's records and logs (the engine deleted the workload).
+
+        Raises ``AlreadyRunning`` while the workload still has pods here.
+        """
+        ...
+
+    def workload_dir(self, key: str) -> Path:
+        """The workload's directory; its pods may share files under it (a Ray head's address)."""
+        ...
+
+    def gpu_owners(self) -> dict[int, tuple[str, str]]:
+        """GPU index -> (workload key, pod) for every GPU a pod of this runtime holds now."""
+        ...
+
+    def describe(self) -> str:
+        """One line for the server's start-up output: where pods run, what is enforced."""
         ...

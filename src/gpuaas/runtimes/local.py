@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from gpuaas.runtimes.base import (
     PodSpec,
     PodStatus,
     RuntimeEvent,
+    RuntimeOptions,
     RuntimeRequestError,
     WorkloadRun,
 )
@@ -193,7 +195,9 @@ class LocalRuntime:
             self._terminate(run, 0.0)
         self.poll()
 
-    # -- for the engine and tests --------------------------------------------------------------
+    def describe(self) -> str:
+        where = f"with {self._engine}" if self._engine else "as host processes"
+        return f"pods run {where}, pinned to {len(self._gpus.devices)} GPU(s); {self.limits.note}"
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         return self._gpus.owners()
@@ -432,6 +436,11 @@ class LocalRuntime:
         self._events.append(RuntimeEvent(kind, key, self._clock(), pod, code, message))
 
 
+def create(options: RuntimeOptions) -> LocalRuntime:
+    """The registry's factory: pods on this node, pinned to its GPUs, state in ``state_dir``."""
+    return LocalRuntime(options.state_dir, options.node.gpus)
+
+
 def _check_request(key: str, pods: list[PodSpec]) -> None:
     namespace, _, name = key.partition("/")
     if not namespace or not name or "/" in name:
@@ -453,6 +462,4 @@ def _check_request(key: str, pods: list[PodSpec]) -> None:
 
 
 def _quiet_run(argv: list[str]) -> None:
-    import subprocess
-
     subprocess.run(argv, capture_output=True, timeout=30, check=False)

@@ -1,1 +1,3 @@
-"""Builders and helpers shared by tests: fluent object builders (no fakes of real components)."""
+"""Builders and fakes shared by tests: fluent object builders, and ``fake_runtime`` (a ``Runtime``
+that runs nothing, registered by name as any runtime is). No production code imports this package.
+"""

@@ -1,0 +1,243 @@
+"""The server: the one place where the control plane's parts are put together and run.
+
+Named for what it builds. This module is the composition root: it opens the store (SQLite in the
+data dir unless ``db`` names PostgreSQL), rebuilds the engine from it, makes sure an admin token
+exists in ``DATA_DIR/admin-token``, builds the runtime chosen by name from
+``runtimes.registry`` (its state in ``DATA_DIR/runtime``) and attaches it through the runtime
+bridge, installs the telemetry bridge (usage in the server's own database), builds the HTTP app,
+ticks the engine on a thread and serves the app with uvicorn until SIGTERM or Ctrl-C, then stops
+every pod. ``build`` does the putting together and returns a ``Server`` that tests can drive
+without a socket; ``run`` serves one. It holds no scheduling, HTTP or runtime logic of its own and
+parses no command line: ``gpuaas server`` (``cli.server``) turns options into ``ServerOptions``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from gpuaas.api.app import create_app
+from gpuaas.api.body import DEFAULT_MAX_BODY
+from gpuaas.engine.engine import Engine
+from gpuaas.engine.runtime_bridge import RuntimeBridge
+from gpuaas.engine.telemetry_bridge import TelemetryBridge
+from gpuaas.engine.telemetry_bridge import install as install_telemetry
+from gpuaas.engine.tokens import Tokens
+from gpuaas.inventory import InventoryError, NodeInventory, detect_node
+from gpuaas.runtimes import RuntimeOptions, RuntimeRequestError, registry
+from gpuaas.store import Store, StoreError, open_store
+from gpuaas.telemetry.usage_store import UsageStoreError
+from gpuaas.telemetry.usage_store_postgres import is_postgres_url
+
+POLL_INTERVAL = 0.05  # seconds between runtime polls
+log = logging.getLogger(__name__)
+
+
+class ServerError(Exception):
+    """The server cannot start; the message says why, for the person who started it."""
+
+
+@dataclass(slots=True, frozen=True)
+class ServerOptions:
+    data_dir: Path
+    db: str | None = None  # a store URL; None: SQLite in data_dir
+    host: str = "127.0.0.1"
+    port: int = 8080
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tick: float = 1.0  # seconds between scheduling passes
+    max_body: int = DEFAULT_MAX_BODY
+    runtime: str = "local"  # a name in runtimes.registry
+    fake_gpus: str | None = None  # "N[:MODEL]": declared GPUs instead of NVML's
+    node_config: Path | None = None
+    telemetry_interval: float = 15.0
+
+    @property
+    def store_url(self) -> str:
+        return self.db or f"sqlite:///{self.data_dir / 'gpuaas.db'}"
+
+    @property
+    def usage_db(self) -> str | Path:
+        """Usage goes to the server's own database: PostgreSQL when the store is, else a file."""
+        if self.db is not None and is_postgres_url(self.db):
+            return self.db
+        return self.data_dir / "usage.db"
+
+
+@dataclass(slots=True)
+class Server:
+    """The parts ``build`` put together; ``close`` ends them in reverse order."""
+
+    options: ServerOptions
+    node: NodeInventory
+    store: Store
+    engine: Engine
+    tokens: Tokens
+    runtime: RuntimeBridge | None  # None: admission only (``--runtime none``)
+    telemetry: TelemetryBridge
+    app: FastAPI
+    admin_token_path: Path
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _ticker: threading.Thread | None = field(default=None, init=False)
+
+    def start_ticking(self) -> None:
+        """Schedule every ``tick`` seconds on a thread; with a runtime, poll its pods between."""
+        self._ticker = threading.Thread(target=self._tick_loop, name="gpuaas-tick", daemon=True)
+        self._ticker.start()
+
+    def close(self) -> None:
+        """Stop ticking, stop every pod (graceful server stop), then telemetry, engine, store."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        if self.runtime is not None:
+            self.runtime.shutdown()
+        self.telemetry.close()
+        self.engine.close()
+        self.store.close()
+
+    def _tick_loop(self) -> None:
+        # A stopped victim frees its quota within POLL_INTERVAL; the full pass runs every tick.
+        tick = self.options.tick
+        interval = min(tick, POLL_INTERVAL) if self.runtime is not None else tick
+        next_tick = time.monotonic() + tick
+        while not self._stop.wait(interval):
+            try:
+                if time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + tick
+                    self.engine.tick()
+                else:
+                    self.engine.poll_observers()
+            except Exception:  # keep ticking: the next request or tick retries after a reload
+                log.exception("scheduling tick failed")
+
+
+def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
+    """Put a server together (nothing served yet); ``say`` gets the start-up lines.
+
+    Raises ``ServerError``; whatever was opened before the failure is closed again.
+    """
+    if (options.tls_cert is None) != (options.tls_key is None):
+        raise ServerError("give both --tls-cert and --tls-key, or neither")
+    # 1. The data dir, this node (the runtime's GPUs, telemetry's, the dashboard's node) and the
+    #    runtime chosen by name: a bad node or runtime is refused before the store is opened.
+    data_dir = options.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        node = detect_node(options.fake_gpus, options.node_config)
+        runtime = registry.create(options.runtime, RuntimeOptions(data_dir / "runtime", node))
+    except (InventoryError, RuntimeRequestError) as exc:
+        raise ServerError(str(exc)) from exc
+    except OSError as exc:
+        raise ServerError(f"runtime {options.runtime}: {exc}") from exc
+    if runtime is not None:
+        if node.gpu_source.startswith("none:"):
+            gpus = node.gpu_source[5:].strip()
+            log.warning("no GPUs (%s); use --fake-gpus N to declare some", gpus)
+        models = ", ".join(sorted({g.model for g in node.gpus}))
+        say(
+            f"{options.runtime} runtime on node {node.name}: {len(node.gpus)} GPU(s) {models} "
+            f"({node.gpu_source.split(':')[0]}); {runtime.describe()}"
+        )
+    # 2. The store, and the engine rebuilt from it, with the runtime attached (re-adoption).
+    try:
+        store = open_store(options.store_url)
+    except StoreError as exc:
+        raise ServerError(str(exc)) from exc
+    bridge = RuntimeBridge(runtime, node) if runtime is not None else None
+    try:
+        engine = Engine(store, live_runtime=bridge is not None)
+    except StoreError as exc:
+        store.close()
+        raise ServerError(str(exc)) from exc
+    try:
+        if bridge is not None:
+            adopted = bridge.attach(engine)
+            if adopted:
+                say(f"re-adopted the pods of {len(adopted)} workload(s): {adopted}")
+        for problem in engine.restore_problems:
+            log.warning("%s", problem)
+        # 3. Telemetry: GPU samples and usage, attributed through the runtime's GPU pinning.
+        telemetry = install_telemetry(
+            engine,
+            usage_db=options.usage_db,
+            gpus=node.gpus,
+            interval_seconds=options.telemetry_interval,
+            owners=bridge.gpu_owners if bridge is not None else None,  # under the bridge's lock
+        )
+    except (StoreError, UsageStoreError) as exc:
+        if bridge is not None:
+            bridge.shutdown()
+        engine.close()
+        store.close()
+        raise ServerError(str(exc)) from exc
+    # 4. The admin token and the HTTP app.
+    tokens = Tokens(store, engine.committer)
+    token_path = tokens.ensure_admin(data_dir)
+    app = create_app(
+        engine, tokens, max_body=options.max_body, node=node, runtime=bridge, telemetry=telemetry
+    )
+    say(f"admin token: {token_path}")
+    return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path)
+
+
+def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
+    """Build a server, serve it until SIGTERM or Ctrl-C, then close it. Raises ``ServerError``."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    server = build(options, say)
+    scheme = "https" if options.tls_cert else "http"
+    url = options.store_url.split("?")[0]
+    say(f"serving on {scheme}://{options.host}:{options.port} (store {url})")
+    server.start_ticking()
+    # uvicorn re-raises SIGTERM once it has shut down; turn it into an exception so the
+    # ``finally`` below still runs and stops the pods (the default action would just exit).
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        uvicorn.run(
+            server.app,
+            host=options.host,
+            port=options.port,
+            log_level="warning",
+            ssl_certfile=str(options.tls_cert) if options.tls_cert else None,
+            ssl_keyfile=str(options.tls_key) if options.tls_key else None,
+            timeout_graceful_shutdown=2,
+            access_log=False,
+        )
+    except _Terminated:
+        pass
+    finally:
+        if server.runtime is not None:
+            say("stopping every workload's pods (graceful server stop)")
+        server.close()
+
+
+def create_token(store_url: str, label: str, namespaces: tuple[str, ...], *, admin: bool) -> str:
+    """A token written straight into the store (on the server's machine, no server needed).
+
+    Returns the token, shown once: only its hash is kept. Raises ``ServerError``.
+    """
+    try:
+        store = open_store(store_url)
+        try:
+            token, _ = Tokens(store).create(label, namespaces, admin=admin)
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise ServerError(str(exc)) from exc
+    return token
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: a graceful stop."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
