@@ -156,6 +156,6 @@ def test_cli_runs_all_examples_as_json() -> None:
         assert s["passed"] is True and s["checks"]
         for c in s["checks"]:
             assert set(c) == {"at", "passed", "observed", "mismatches"}
-            assert set(c["observed"]) == {"admitted", "pending", "preempted"}
+            assert set(c["observed"]) == {"admitted", "pending", "preempted", "awaitingChecks"}
             for adm in c["observed"]["admitted"].values():
                 assert set(adm) == {"clusterQueue", "flavors", "count"}

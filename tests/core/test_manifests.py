@@ -20,6 +20,7 @@ from gpuaas.core.manifests import (
 )
 from gpuaas.core.objects import (
     BorrowWithinCohort,
+    CheckRule,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -255,7 +256,7 @@ KIND_CASES = [
                 "preference": "PreemptionOverBorrowing",
             },
             fairSharing={"weight": "500m"},
-            admissionChecks=["prov"],
+            admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]},
             resourceGroups=[
                 group(
                     ["cpu"],
@@ -298,7 +299,7 @@ KIND_CASES = [
             ),
             stop_policy=StopPolicy.HOLD_AND_DRAIN,
             fair_weight=0.5,
-            admission_checks=("prov",),
+            admission_checks=(CheckRule("prov"),),
             min_runtime_seconds=90.5,
         ),
         id="cq-every-field",
@@ -339,7 +340,7 @@ KIND_CASES = [
     ),
     pytest.param(
         cq(admissionChecksStrategy={"admissionChecks": [{"name": "a", "onFlavors": ["f"]}]}),
-        ClusterQueue("cq", admission_checks=("a",)),
+        ClusterQueue("cq", admission_checks=(CheckRule("a", ("f",)),)),
         id="cq-admission-check-strategy",
     ),
     pytest.param(

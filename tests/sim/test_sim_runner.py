@@ -77,6 +77,7 @@ def test_queue_then_admit_after_finish() -> None:
         },
         "pending": ["default/b"],
         "preempted": [],
+        "awaitingChecks": [],
     }
 
 
@@ -440,3 +441,88 @@ def test_run_file_json_scenario(tmp_path: Path) -> None:
     )
     [o] = run_file(p)
     assert o.passed, o
+
+
+def _checked_objects() -> list[dict[str, Any]]:
+    cq = cluster_queue()
+    cq["spec"]["admissionChecks"] = ["prov"]
+    check = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": "prov"},
+        "spec": {"controllerName": "example.com/prov"},
+    }
+    return [namespace(), {**base_objects()[1]}, check, cq, local_queue()]
+
+
+@pytest.mark.parametrize(
+    ("update", "reason"),
+    [
+        pytest.param(
+            {"workload": "default/b", "check": "prov", "state": "Ready"},
+            "the workload holds no quota (Pending)",
+            id="no-quota",
+        ),
+        pytest.param(
+            {"workload": "default/a", "check": "other", "state": "Ready"},
+            "admission check other does not apply to it (applies: prov)",
+            id="check-does-not-apply",
+        ),
+        pytest.param(
+            {"workload": "default/nobody", "check": "prov", "state": "Ready"},
+            "the workload doesn't exist",
+            id="no-workload",
+        ),
+    ],
+)
+def test_admission_check_step_errors_name_the_step_and_field(
+    update: dict[str, Any], reason: str
+) -> None:
+    o = run(
+        scenario(
+            [
+                {"at": 0, "apply": [workload("a", "3"), workload("b", "3")]},
+                {"at": 1, "admissionChecks": [update]},
+            ],
+            objects=_checked_objects(),
+        )
+    )
+    assert o.error is not None
+    assert "step 1 (at 1): admissionChecks[0]" in o.error
+    assert "status.admissionChecks[" in o.error
+    assert reason in o.error
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ({"workload": "default/a", "check": "prov", "state": "Done"}, "state: expected one of"),
+        ({"workload": "default/a", "check": "prov"}, "state: expected one of"),
+        ({"workload": "a", "check": "prov", "state": "Ready"}, "expected namespace/name"),
+        (
+            {"workload": "default/a", "check": "prov", "state": "Ready", "requeueAfterSeconds": 5},
+            "only a Retry state carries it",
+        ),
+        ({"workload": "default/a", "check": "prov", "state": "Ready", "x": 1}, "unknown field"),
+    ],
+)
+def test_admission_check_step_shape_errors(entry: dict[str, Any], reason: str) -> None:
+    with pytest.raises(Exception, match="admissionChecks") as info:
+        parse_scenario(scenario([{"at": 1, "admissionChecks": [entry]}]), "t.yaml")
+    assert reason in str(info.value)
+
+
+def test_awaiting_checks_is_reported_and_compared_exactly() -> None:
+    o = run(
+        scenario(
+            [
+                {"at": 0, "apply": [workload("a", "3")]},
+                {"at": 1, "expect": {"awaitingChecks": []}},
+            ],
+            objects=_checked_objects(),
+        )
+    )
+    assert mismatches(o) == [
+        "at 1: awaitingChecks: expected [], observed ['default/a'] (unexpected default/a)"
+    ]
+    assert o.checks[0].observed["awaitingChecks"] == ["default/a"]

@@ -15,12 +15,14 @@ import heapq
 from collections.abc import Iterable
 
 from gpuaas.core.cache import CQState
+from gpuaas.core.checks import CheckGate, inactive_reason
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
 from gpuaas.core.errors import ApplyError
 from gpuaas.core.fairsharing import FairPreemption, fair_order
 from gpuaas.core.lifecycle import Lifecycle
 from gpuaas.core.objects import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     KueueObject,
@@ -36,7 +38,14 @@ from gpuaas.core.preemption import ClassicalPreemption, PreemptionSearch
 from gpuaas.core.queues import ClusterQueueQueue
 from gpuaas.core.quota import QuotaNode, quotas_of, recompute_tree
 from gpuaas.core.scheduler import Entry, Scheduler, classical_order_key
-from gpuaas.core.state import Admission, Event, Phase, WorkloadState
+from gpuaas.core.state import (
+    Admission,
+    AdmissionCheckStatus,
+    CheckStateValue,
+    Event,
+    Phase,
+    WorkloadState,
+)
 
 MAX_CYCLES_PER_INSTANT = 20_000
 MAX_READMISSIONS = 5  # admissions of one workload within one instant before it counts as flapping
@@ -63,6 +72,10 @@ class Cluster:
         self.cohort_nodes: dict[str, QuotaNode] = {}
         self.local_queues: dict[tuple[str, str], LocalQueue] = {}
         self.priority_classes: dict[str, WorkloadPriorityClass] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
+        # Active as a check controller running beside the core says (set_check_active); a check
+        # no controller speaks for is as active as its object's status says.
+        self._check_active: dict[str, bool] = {}
         self.workloads: dict[str, WorkloadState] = {}
         self.preempted_keys: set[str] = set()
         # Workloads whose status may have changed since the caller last cleared this set: a
@@ -72,6 +85,8 @@ class Cluster:
         # (time, cq): when a workload's minimum runtime runs out it becomes a preemption
         # candidate, so the CQ's cohort tree must be looked at again then.
         self._wakeups: list[tuple[float, str]] = []
+        # (time, uid, key): workloads kept out of their queue until then (a check's Retry).
+        self._backoff: list[tuple[float, int, str]] = []
         self.events: list[Event] = []  # Kueue's events since the last take_events()
         self.decisions: list[Decision] = []  # since the last take_decisions() or schedule()
         self._seq = 0
@@ -84,6 +99,7 @@ class Cluster:
         self._warnings: list[str] = []
         self._scheduler = Scheduler(self)
         self.life = Lifecycle(self)
+        self.gate = CheckGate(self)
         self.now = 0.0  # the instant being scheduled (set by schedule())
         # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it, and
         # (namespace, LocalQueue) -> resolve_cq's answer. Both are forgotten on any apply or
@@ -114,6 +130,9 @@ class Cluster:
             self._apply_local_queue(obj, now)
         elif isinstance(obj, WorkloadPriorityClass):
             self.priority_classes[obj.name] = obj
+        elif isinstance(obj, AdmissionCheck):
+            self.admission_checks[obj.name] = obj
+            self._tree_dirty = True  # ClusterQueues that name it may change activeness
         else:  # pragma: no cover - the union is exhaustive
             raise TypeError(f"unsupported object {type(obj).__name__}")
         self.version += 1
@@ -178,6 +197,8 @@ class Cluster:
             self._reroute_pending()
         elif kind == "WorkloadPriorityClass":
             return self.priority_classes.pop(name, None) is not None
+        elif kind == "AdmissionCheck":
+            found = self.admission_checks.pop(name, None) is not None
         else:
             return False
         self._tree_dirty = True
@@ -292,8 +313,9 @@ class Cluster:
         )
         if missing:
             return f"references missing ResourceFlavor(s): {', '.join(missing)}"
-        if cq.spec.admission_checks:
-            return f"references missing AdmissionCheck(s): {', '.join(cq.spec.admission_checks)}"
+        checks = inactive_reason(cq.spec, self.admission_checks, self._checks_active())
+        if checks:
+            return checks
         if cq.spec.stop_policy != StopPolicy.NONE:
             return f"stopped (stopPolicy {cq.spec.stop_policy.value})"
         if cq.terminating:
@@ -304,6 +326,63 @@ class Cluster:
                 return f"cohort {node.name} is part of a cycle"
             node = node.parent
         return None
+
+    def _checks_active(self) -> dict[str, bool]:
+        return {name: self.check_is_active(name) for name in self.admission_checks}
+
+    def check_is_active(self, name: str) -> bool:
+        """Kueue's Active condition of an AdmissionCheck, as gpuaas knows it."""
+        if name in self._check_active:
+            return self._check_active[name]
+        ac = self.admission_checks.get(name)
+        return ac is not None and ac.active is True
+
+    def set_check_active(self, name: str, active: bool) -> None:
+        """A check controller says whether it can evaluate its check (the Active condition)."""
+        if self._check_active.get(name) == active:
+            return
+        self._check_active[name] = active
+        self._tree_dirty = True
+        self.version += 1
+
+    def set_check_state(
+        self,
+        key: str,
+        check: str,
+        state: str,
+        message: str,
+        now: float,
+        requeue_after_seconds: int | None = None,
+    ) -> None:
+        """An admission check's controller sets its state on a workload holding quota."""
+        try:
+            value = CheckStateValue(state)
+        except ValueError:
+            raise ApplyError(
+                f"Workload {key}",
+                f"status.admissionChecks[{check}].state",
+                f"must be one of Pending, Ready, Retry, Rejected, got {state!r}",
+            ) from None
+        self.gate.set_state(key, check, value, message, now, requeue_after_seconds)
+
+    def requeue_after(self, wl: WorkloadState, at: float) -> None:
+        """Requeue with back-off: keep a pending workload out of its queue until ``at``.
+
+        The one back-off mechanism: an admission check's Retry uses it, and so can anything
+        that evicts and wants the workload back later.
+        """
+        wl.requeue_at = at
+        wl.pending_reason = f"waiting for its back-off to end at t={at:g}"
+        heapq.heappush(self._backoff, (at, wl.uid, wl.key))
+
+    def _release_backoffs(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            at, _, key = heapq.heappop(self._backoff)
+            wl = self.workloads.get(key)
+            if wl is None or wl.phase != Phase.PENDING or wl.requeue_at != at:
+                continue
+            wl.requeue_at = None
+            self.push(wl)
 
     def _requeue_all(self) -> None:
         for cq in self.cqs.values():
@@ -376,7 +455,7 @@ class Cluster:
             return
         cq = self.cqs[cq_name]
         cq.queue.push(
-            wl.key, (-wl.priority, wl.created_at, wl.uid), wl.shape, inadmissible=inadmissible
+            wl.key, (-wl.priority, wl.queued_at, wl.uid), wl.shape, inadmissible=inadmissible
         )
         if not inadmissible:
             cq.queue.blocked_at = None
@@ -474,6 +553,8 @@ class Cluster:
             _, name = heapq.heappop(self._wakeups)
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name])
+        if self._backoff:
+            self._release_backoffs(now)
         self.admitted_now.clear()
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
@@ -535,7 +616,8 @@ class Cluster:
 
     def next_wakeup(self) -> float | None:
         """The next instant at which ``schedule`` has something new to look at, if any."""
-        return self._wakeups[0][0] if self._wakeups else None
+        times = [q[0][0] for q in (self._wakeups, self._backoff) if q]
+        return min(times) if times else None
 
     def warnings(self) -> list[str]:
         self.refresh_structure()
@@ -601,7 +683,12 @@ class Cluster:
         return (w for w in self.workloads.values() if w.phase == Phase.ADMITTED)
 
     def restore_admission(
-        self, workload: Workload, admission: Admission, admitted_at: float, now: float
+        self,
+        workload: Workload,
+        admission: Admission,
+        admitted_at: float,
+        now: float,
+        checks: list[AdmissionCheckStatus] | None = None,
     ) -> None:
         """Re-establish an admitted workload after a restart, on the same flavors.
 
@@ -618,6 +705,7 @@ class Cluster:
         self.refresh_structure()
         if wl.cluster_queue is not None and wl.cluster_queue in self.cqs:
             self.cqs[wl.cluster_queue].queue.remove(wl.key)
+        wl.admission_checks = {c.name: c for c in checks or []}
         self.life.mark_admitted(wl, cq, admission, admitted_at, restored=True)
 
 

@@ -101,7 +101,7 @@ class _Comparer:
             return c < 0
         if a.state.priority != b.state.priority:
             return a.state.priority > b.state.priority
-        return (a.state.created_at, a.state.uid) < (b.state.created_at, b.state.uid)
+        return (a.state.queued_at, a.state.uid) < (b.state.queued_at, b.state.uid)
 
 
 def _tournament(cohort: QuotaNode, cmp: _Comparer, by_cq: dict[int, Entry]) -> Entry | None:

@@ -50,7 +50,7 @@ class Lifecycle:
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
 
-    def _emit(self, wl: WorkloadState, d: Decision) -> None:
+    def emit(self, wl: WorkloadState, d: Decision) -> None:
         """Record ``d``: in the decision list, as conditions on ``wl``, and as events."""
         c = self.c
         c.decisions.append(d)
@@ -106,7 +106,9 @@ class Lifecycle:
             if not w.active and old.phase == Phase.ADMITTED:
                 self.evict(old, "Deactivated", _DEACTIVATED, now)
             return
-        if old.phase == Phase.FINISHED:
+        if old.phase == Phase.FINISHED or old.deactivated_by_check:
+            # Finished stays finished; a workload a Rejected check deactivated stays inactive
+            # (Kueue wrote spec.active=false on it): delete and create it to try again.
             old.workload = w
             return
         old.workload = w
@@ -117,7 +119,7 @@ class Lifecycle:
             self._unqueue(old)
             if old.phase != Phase.INACTIVE:
                 old.phase = Phase.INACTIVE
-                self._emit(old, Deactivate(w.key, now, "Deactivated", _DEACTIVATED))
+                self.emit(old, Deactivate(w.key, now, "Deactivated", _DEACTIVATED))
             return
         old.phase = Phase.PENDING
         self._unqueue(old)
@@ -135,7 +137,7 @@ class Lifecycle:
         if wl is None:
             return False
         self._take_out(wl, now)
-        self._emit(wl, Delete(key, now))
+        self.emit(wl, Delete(key, now))
         return True
 
     def _take_out(self, wl: WorkloadState, now: float) -> None:
@@ -211,10 +213,22 @@ class Lifecycle:
         admit = Admit(key, now, cq.name, wait)
         if restored:  # the state it had before the restart: conditions only, nothing new
             record.conditions(wl, reserve)
-            record.conditions(wl, admit)
+            if not wl.awaiting_checks:
+                record.conditions(wl, admit)
             return
-        self._emit(wl, reserve)
-        self._emit(wl, admit)
+        self.emit(wl, reserve)
+        if self.c.gate.on_reserve(wl, cq.spec, now):
+            self.emit(wl, admit)
+
+    def admit_checked(self, wl: WorkloadState, now: float) -> None:
+        """Every admission check that applies is Ready: the reserved workload is Admitted."""
+        cond = wl.conditions.get("Admitted")
+        if wl.phase != Phase.ADMITTED or (cond is not None and cond.status == "True"):
+            return
+        self.c.dirty.add(wl.key)
+        self.c.version += 1
+        wait = now - wl.created_at
+        self.emit(wl, Admit(wl.key, now, wl.cluster_queue or "", wait))
 
     def record_pending(self, e: Entry) -> None:
         wl = e.state
@@ -223,7 +237,7 @@ class Lifecycle:
         old = wl.conditions.get("QuotaReserved")
         if old is None or old.status != "False" or old.reason != e.reason or old.message != msg:
             self.c.dirty.add(wl.key)
-            self._emit(wl, Pend(wl.key, self.c.now, e.reason, msg))
+            self.emit(wl, Pend(wl.key, self.c.now, e.reason, msg))
 
     # --- preemption and eviction --------------------------------------------------------------
     def issue_preemptions(self, e: Entry, now: float) -> None:
@@ -260,10 +274,11 @@ class Lifecycle:
 
     def _begin_eviction(self, wl: WorkloadState, d: Evict) -> None:
         self.c.dirty.add(wl.key)
+        self.c.gate.reset_on_eviction(wl, d.time)
         wl.phase = Phase.EVICTING
         self.c.evicting[wl.key] = wl
         self.c.version += 1
-        self._emit(wl, d)
+        self.emit(wl, d)
 
     def complete_evictions(self, now: float) -> None:
         evicting = self.c.evicting
@@ -280,13 +295,17 @@ class Lifecycle:
         self._release(wl, now)
         wl.admission = None
         wl.requeue_count += 1
-        if not wl.workload.active:
+        if not wl.workload.active or wl.deactivated_by_check:
             wl.phase = Phase.INACTIVE
-            self._emit(wl, Deactivate(key, now, reason, _DEACTIVATED, after_eviction=True))
+            self.emit(wl, Deactivate(key, now, reason, _DEACTIVATED, after_eviction=True))
             return
         wl.phase = Phase.PENDING
-        self._emit(wl, Requeue(key, now, reason))
-        self.c.push(wl)
+        self.emit(wl, Requeue(key, now, reason))
+        if wl.requeue_at is not None and wl.requeue_at > now:
+            self.c.requeue_after(wl, wl.requeue_at)  # an admission check's Retry backoff
+        else:
+            wl.requeue_at = None
+            self.c.push(wl)
 
     def _release(self, wl: WorkloadState, now: float) -> None:
         cq = self.c.cqs.get(wl.cluster_queue or "")
@@ -294,7 +313,7 @@ class Lifecycle:
             cq.node.remove_usages(wl.usage)
             cq.generation += 1
             self.c.requeue_tree(cq)
-            self._emit(wl, Release(wl.key, now, cq.name))
+            self.emit(wl, Release(wl.key, now, cq.name))
             if cq.terminating and not cq.admitted:
                 self.c.drop_cq(cq)
                 self.c.refresh_structure()
@@ -307,6 +326,6 @@ class Lifecycle:
             return False
         self._take_out(wl, now)
         wl.phase = Phase.FINISHED
-        self._emit(wl, Finish(key, now, succeeded))
+        self.emit(wl, Finish(key, now, succeeded))
         self.c.version += 1
         return True

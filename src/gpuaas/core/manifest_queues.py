@@ -1,5 +1,5 @@
 """Queueing configuration from manifests: Namespace, ResourceFlavor, ClusterQueue, Cohort,
-LocalQueue and WorkloadPriorityClass.
+LocalQueue, WorkloadPriorityClass and AdmissionCheck.
 
 Each parser reads one Kubernetes/Kueue document (``kueue.x-k8s.io`` v1beta1 or v1beta2 field names)
 into its core object, applying the CRD defaults and rejecting what Kueue's CRD rules and validating
@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaas.core.manifest_common import (
     Ctx,
+    check_dns_label,
     check_dns_subdomain,
     check_qualified_name,
     enum_value,
@@ -31,7 +32,9 @@ from gpuaas.core.manifest_common import (
     tolerations,
 )
 from gpuaas.core.objects import (
+    AdmissionCheck,
     BorrowWithinCohort,
+    CheckRule,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -376,22 +379,95 @@ def _fungibility(ctx: Ctx, spec: dict[str, Any]) -> FlavorFungibility:
     )
 
 
-def _admission_checks(ctx: Ctx, spec: dict[str, Any]) -> tuple[str, ...]:
-    names: list[str] = []
-    for i, raw in enumerate(opt_list(ctx, spec, "admissionChecks", "spec.admissionChecks")):
-        if type(raw) is not str or not raw:
-            raise ctx.err(f"spec.admissionChecks[{i}]", f"must be a name, got {raw!r}")
-        names.append(raw)
+MAX_ADMISSION_CHECKS = 64  # kubebuilder MaxItems on admissionChecks and on onFlavors
+
+
+def _admission_checks(ctx: Ctx, spec: dict[str, Any]) -> tuple[CheckRule, ...]:
+    """``spec.admissionChecks`` (v1beta1 only) or ``spec.admissionChecksStrategy``, never both."""
+    plain = opt_list(ctx, spec, "admissionChecks", "spec.admissionChecks")
+    if plain and ctx.api_version.endswith("/v1beta2"):
+        raise ctx.err(
+            "spec.admissionChecks",
+            "unknown field in kueue.x-k8s.io/v1beta2; use spec.admissionChecksStrategy",
+        )
     strategy = opt_map(ctx, spec, "admissionChecksStrategy", "spec.admissionChecksStrategy")
-    if strategy:
+    if plain and strategy is not None:
+        raise ctx.err(
+            "spec", "Either AdmissionChecks or AdmissionCheckStrategy can be set, but not both"
+        )
+    if len(plain) > MAX_ADMISSION_CHECKS:
+        raise ctx.err("spec.admissionChecks", f"must have at most {MAX_ADMISSION_CHECKS} items")
+    rules: list[CheckRule] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(plain):
+        path = f"spec.admissionChecks[{i}]"
+        if type(raw) is not str or not raw:
+            raise ctx.err(path, f"must be a name, got {raw!r}")
+        check_dns_subdomain(ctx, raw, path)
+        if raw in seen:
+            raise ctx.err(path, f"Duplicate value: {raw!r}")
+        seen.add(raw)
+        rules.append(CheckRule(raw))
+    if strategy is not None:
         sp = "spec.admissionChecksStrategy.admissionChecks"
-        for i, raw in enumerate(opt_list(ctx, strategy, "admissionChecks", sp)):
+        raw_rules = opt_list(ctx, strategy, "admissionChecks", sp)
+        if len(raw_rules) > MAX_ADMISSION_CHECKS:
+            raise ctx.err(sp, f"must have at most {MAX_ADMISSION_CHECKS} items")
+        for i, raw in enumerate(raw_rules):
             rule = item_map(ctx, raw, f"{sp}[{i}]")
             name = opt_str(ctx, rule, "name", f"{sp}[{i}].name")
             if not name:
                 raise ctx.err(f"{sp}[{i}].name", "required value")
-            names.append(name)
-    return tuple(names)
+            check_dns_subdomain(ctx, name, f"{sp}[{i}].name")
+            if name in seen:
+                raise ctx.err(f"{sp}[{i}].name", f"Duplicate value: {name!r}")
+            seen.add(name)
+            flavors: list[str] = []
+            fp = f"{sp}[{i}].onFlavors"
+            raw_flavors = opt_list(ctx, rule, "onFlavors", fp)
+            if len(raw_flavors) > MAX_ADMISSION_CHECKS:
+                raise ctx.err(fp, f"must have at most {MAX_ADMISSION_CHECKS} items")
+            for j, flavor in enumerate(raw_flavors):
+                if type(flavor) is not str or not flavor:
+                    raise ctx.err(f"{fp}[{j}]", f"must be a ResourceFlavor name, got {flavor!r}")
+                check_dns_subdomain(ctx, flavor, f"{fp}[{j}]")
+                if flavor in flavors:
+                    raise ctx.err(f"{fp}[{j}]", f"Duplicate value: {flavor!r}")
+                flavors.append(flavor)
+            rules.append(CheckRule(name, tuple(flavors)))
+    return tuple(rules)
+
+
+def parse_admission_check(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> AdmissionCheck:
+    """An AdmissionCheck as its CRD validates it; ``status.conditions`` Active is kept."""
+    spec = opt_map(ctx, doc, "spec", "spec") or {}
+    controller = spec.get("controllerName")
+    if type(controller) is not str or not controller:
+        raise ctx.err("spec.controllerName", "required value: a non-empty string")
+    if len(controller) > 253:
+        raise ctx.err("spec.controllerName", "must be no more than 253 characters")
+    params = None
+    raw_params = opt_map(ctx, spec, "parameters", "spec.parameters")
+    if raw_params is not None:
+        fields = []
+        for key in ("apiGroup", "kind", "name"):
+            value = opt_str(ctx, raw_params, key, f"spec.parameters.{key}")
+            if not value:
+                raise ctx.err(f"spec.parameters.{key}", "required value")
+            fields.append(value)
+        check_dns_subdomain(ctx, fields[0], "spec.parameters.apiGroup")
+        check_dns_label(ctx, fields[2], "spec.parameters.name")
+        params = (fields[0], fields[1], fields[2])
+    active: bool | None = None
+    message = ""
+    status = opt_map(ctx, doc, "status", "status") or {}
+    for i, raw in enumerate(opt_list(ctx, status, "conditions", "status.conditions")):
+        cond = item_map(ctx, raw, f"status.conditions[{i}]")
+        if cond.get("type") == "Active":
+            active = cond.get("status") == "True"
+            message = opt_str(ctx, cond, "message", f"status.conditions[{i}].message")
+    assert ctx.name is not None
+    return AdmissionCheck(ctx.name, controller, params, active, message)
 
 
 def parse_cluster_queue(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> ClusterQueue:

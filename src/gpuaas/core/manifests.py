@@ -23,6 +23,7 @@ from gpuaas.core.manifest_common import (
     type_name,
 )
 from gpuaas.core.manifest_queues import (
+    parse_admission_check,
     parse_cluster_queue,
     parse_cohort,
     parse_local_queue,
@@ -74,6 +75,7 @@ _KINDS: dict[str, _Kind] = {
     "Cohort": _Kind((*_KUEUE, "kueue.x-k8s.io/v1alpha1"), False, "Cohort", parse_cohort),
     "LocalQueue": _Kind(_KUEUE, True, "LocalQueue", parse_local_queue),
     "WorkloadPriorityClass": _Kind(_KUEUE, False, "WorkloadPriorityClass", parse_priority_class),
+    "AdmissionCheck": _Kind(_KUEUE, False, "AdmissionCheck", parse_admission_check),
     "Workload": _Kind(_KUEUE, True, "Workload", parse_workload),
     "Job": _Kind(("batch/v1",), True, "Workload", parse_job),
     "RayCluster": _Kind(_RAY, True, "Workload", parse_ray_cluster),

@@ -183,10 +183,34 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = FlavorFungibility()
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_weight: float = 1.0
-    admission_checks: tuple[str, ...] = ()
+    # spec.admissionChecks (v1beta1, every flavor) and spec.admissionChecksStrategy, as rules.
+    admission_checks: tuple[CheckRule, ...] = ()
     # gpuaas extension (annotation ``gpuaas.dev/min-runtime-seconds``): a workload admitted less
     # than this many seconds ago is not a preemption candidate.
     min_runtime_seconds: float = 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class CheckRule:
+    """One AdmissionCheck a ClusterQueue requires; ``on_flavors`` empty means every flavor."""
+
+    name: str
+    on_flavors: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class AdmissionCheck:
+    """Kueue's AdmissionCheck: a gate its controller opens per workload (``status.admissionChecks``).
+
+    ``active`` is the Active condition of the object's status as applied (None when it has none);
+    a check controller running in the engine overrides it (``Cluster.set_check_active``).
+    """
+
+    name: str
+    controller_name: str
+    parameters: tuple[str, str, str] | None = None  # (apiGroup, kind, name)
+    active: bool | None = None
+    active_message: str = ""
 
 
 @dataclass(slots=True)
@@ -246,6 +270,7 @@ class Workload:
 
 KueueObject = (
     Namespace
+    | AdmissionCheck
     | ResourceFlavor
     | ClusterQueue
     | Cohort

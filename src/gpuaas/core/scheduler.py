@@ -295,7 +295,7 @@ def classical_order_key(e: Entry) -> tuple[int, int, float, int]:
     """Kueue's classical iterator: non-borrowing first, then priority, then queue order."""
     assert e.assignment is not None
     s = e.state
-    return (e.assignment.borrowing, -s.priority, s.created_at, s.uid)
+    return (e.assignment.borrowing, -s.priority, s.queued_at, s.uid)
 
 
 __all__ = ["Entry", "QueueingStrategy", "Scheduler", "classical_order_key"]

@@ -82,6 +82,40 @@ class Admission:
         return out
 
 
+class CheckStateValue(StrEnum):
+    """Kueue's CheckState for one admission check on one workload."""
+
+    PENDING = "Pending"
+    READY = "Ready"
+    RETRY = "Retry"
+    REJECTED = "Rejected"
+
+
+@dataclass(slots=True)
+class AdmissionCheckStatus:
+    """One entry of a Workload's ``status.admissionChecks``."""
+
+    name: str
+    state: CheckStateValue
+    message: str
+    last_transition_time: float
+    requeue_after_seconds: int | None = None
+    retry_count: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "name": self.name,
+            "state": self.state.value,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+        }
+        if self.requeue_after_seconds is not None:
+            out["requeueAfterSeconds"] = self.requeue_after_seconds
+        if self.retry_count is not None:
+            out["retryCount"] = self.retry_count
+        return out
+
+
 @dataclass(slots=True)
 class WorkloadState:
     workload: Workload
@@ -100,6 +134,11 @@ class WorkloadState:
     pending_reason: str = ""  # plain-words "why pending"
     pending_flavors: str = ""  # flavors considered in the last attempt
     conditions: dict[str, Condition] = field(default_factory=dict)
+    admission_checks: dict[str, AdmissionCheckStatus] = field(default_factory=dict)
+    # Queue-order timestamp: creation time, or the eviction time after an AdmissionCheck eviction.
+    queued_at: float = -1.0
+    requeue_at: float | None = None  # backoff: not back in its queue before this instant
+    deactivated_by_check: bool = False  # a Rejected check deactivated it (Kueue sets active=false)
     # Engine bookkeeping (not part of Kueue's status):
     usage: dict[tuple[str, str], int] = field(default_factory=dict)  # quota held now
     shape: object = None  # scheduling-equivalence key
@@ -110,6 +149,15 @@ class WorkloadState:
 
     def __post_init__(self) -> None:
         self.key = self.workload.key
+        if self.queued_at < 0:
+            self.queued_at = self.created_at
+
+    @property
+    def awaiting_checks(self) -> bool:
+        """Holds quota, but not every admission check that applies is Ready yet."""
+        return self.phase == Phase.ADMITTED and any(
+            c.state != CheckStateValue.READY for c in self.admission_checks.values()
+        )
 
     def set_condition(self, type_: str, status: str, reason: str, message: str, now: float) -> bool:
         """Set a condition; keep its transition time when the status does not change."""

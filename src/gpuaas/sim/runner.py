@@ -1,8 +1,10 @@
 """Runs scenarios on the core ``Cluster`` on simulated time and checks their expectations.
 
-This module owns the timeline of a scenario: objects at time 0, then each step's apply, delete and
-finish, self-finishing workloads (``gpuaas.dev/runtime-seconds``) in time order between steps, and
-the comparison of the settled state with ``expect``. It decides nothing about scheduling (the core
+This module owns the timeline of a scenario: objects at time 0, then each step's apply, delete,
+finish and admission-check states (the runner plays every AdmissionCheck's controller: each check
+is Active, its states change only through ``admissionChecks`` steps), self-finishing workloads
+(``gpuaas.dev/runtime-seconds``, counted from admission, so after every check is Ready) in time
+order between steps, and the comparison of the settled state with ``expect``. It decides nothing about scheduling (the core
 does) and prints nothing (``sim.report`` does); it never sleeps. Bad input becomes a
 ``ScenarioOutcome`` with an ``error``, never an exception, so the other files still run.
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.manifests import ManifestError, core_kind, parse_object_with_ref
-from gpuaas.core.objects import KueueObject
+from gpuaas.core.objects import AdmissionCheck, KueueObject
 from gpuaas.core.quantity import format_quantity, parse_quantity
 from gpuaas.core.state import Phase
 from gpuaas.sim.files import FileFormatError, expand_paths
@@ -159,29 +161,41 @@ class _Simulation:
         # A replay reports states, not events: the engine is told not to record them.
         self.cluster = Cluster(scenario.config, record_events=False)
         self._due: list[tuple[float, int, str, int, int]] = []  # (time, seq, key, uid, count)
+        self._started: set[tuple[str, int]] = set()  # (key, admission count) with a due time
         self._seq = 0
         self.warnings: list[str] = []
         self._seen_warnings: set[str] = set()
 
-    def settle(self, now: float) -> None:
+    def apply(self, obj: KueueObject, now: float) -> None:
+        self.cluster.apply(obj, now)
+        if isinstance(obj, AdmissionCheck):
+            self.cluster.set_check_active(obj.name, True)  # the runner is its controller
+
+    def settle(self, now: float, checked: Iterable[str] = ()) -> None:
         self.cluster.schedule(now)
-        # Admitted in that call, first admission first.
+        # Admitted in that call, first admission first; then those whose checks got Ready.
         self._note_admissions(self.cluster.admitted_now)
+        self._note_admissions(checked, now)
         for w in self.cluster.warnings():
             if w not in self._seen_warnings:
                 self._seen_warnings.add(w)
                 self.warnings.append(w)
 
-    def _note_admissions(self, keys: Iterable[str]) -> None:
+    def _note_admissions(self, keys: Iterable[str], now: float | None = None) -> None:
         for key in keys:
             state = self.cluster.workloads.get(key)
-            if state is None or state.phase != Phase.ADMITTED:
+            if state is None or state.phase != Phase.ADMITTED or state.awaiting_checks:
                 continue
             runtime = state.workload.runtime_seconds
             if runtime is None or state.admitted_at is None:
                 continue
+            started = (key, state.admission_count)
+            if started in self._started:
+                continue
+            self._started.add(started)
             self._seq += 1
-            entry = (state.admitted_at + runtime, self._seq, key, state.uid, state.admission_count)
+            start = state.admitted_at if now is None else now
+            entry = (start + runtime, self._seq, key, state.uid, state.admission_count)
             heapq.heappush(self._due, entry)
 
     def finish_due(self, until: float) -> None:
@@ -229,7 +243,7 @@ def run_scenario(
     try:
         for j, obj in enumerate(objects):
             try:
-                cluster.apply(obj, 0)
+                sim.apply(obj, 0)
             except ApplyError as exc:
                 raise _StepError(f"{label}: spec.objects[{j}]: {exc}") from None
         sim.settle(0)
@@ -252,18 +266,26 @@ class _StepError(Exception):
 def _run_step(sim: _Simulation, ps: _PreparedStep, label: str) -> None:
     cluster, at = sim.cluster, ps.step.at
     sim.finish_due(at)
+    where = f"{label}: step {ps.step.index} (at {at})"
     for j, obj in enumerate(ps.apply):
         try:
-            cluster.apply(obj, at)
+            sim.apply(obj, at)
         except ApplyError as exc:
-            raise _StepError(
-                f"{label}: step {ps.step.index} (at {at}): apply[{j}]: {exc}"
-            ) from None
+            raise _StepError(f"{where}: apply[{j}]: {exc}") from None
     for kind, namespace, name in ps.delete:
         cluster.delete(kind, namespace, name, at)
     for key in ps.step.finish:
         cluster.finish(key, at)
-    sim.settle(at)
+    checked: list[str] = []
+    for j, u in enumerate(ps.step.admission_checks):
+        try:
+            cluster.set_check_state(
+                u.workload, u.check, u.state, u.message, at, u.requeue_after_seconds
+            )
+        except ApplyError as exc:
+            raise _StepError(f"{where}: admissionChecks[{j}]: {exc}") from None
+        checked.append(u.workload)
+    sim.settle(at, checked)
 
 
 # -- checking ---------------------------------------------------------------------------------
@@ -272,8 +294,11 @@ def _run_step(sim: _Simulation, ps: _PreparedStep, label: str) -> None:
 def observe(cluster: Cluster) -> dict[str, Any]:
     admitted: dict[str, Any] = {}
     pending: list[str] = []
+    awaiting: list[str] = []
     for key, state in cluster.workloads.items():
         if state.phase == Phase.ADMITTED and state.admission is not None:
+            if state.awaiting_checks:
+                awaiting.append(key)
             admitted[key] = {
                 "clusterQueue": state.admission.cluster_queue,
                 "flavors": {ps.name: dict(ps.flavors) for ps in state.admission.pod_sets},
@@ -285,6 +310,7 @@ def observe(cluster: Cluster) -> dict[str, Any]:
         "admitted": dict(sorted(admitted.items())),
         "pending": sorted(pending),
         "preempted": sorted(cluster.preempted_keys),
+        "awaitingChecks": sorted(awaiting),
     }
 
 
@@ -336,8 +362,12 @@ def _check(cluster: Cluster, ps: _PreparedStep, expect: Expectation) -> CheckRes
                         f"at {at}: admitted {key}: count of {pod_set} expected {count},"
                         f" observed {got_count}"
                     )
-    for name in ("pending", "preempted"):
-        expected_keys: list[str] | None = getattr(expect, name)
+    for name, attr in (
+        ("pending", "pending"),
+        ("preempted", "preempted"),
+        ("awaitingChecks", "awaiting_checks"),
+    ):
+        expected_keys: list[str] | None = getattr(expect, attr)
         if expected_keys is not None:
             m = _set_mismatch(at, name, expected_keys, observed[name])
             if m:

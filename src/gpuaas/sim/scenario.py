@@ -24,8 +24,10 @@ API_GROUP = "gpuaas.dev"
 API_VERSION = "gpuaas.dev/v1alpha1"
 KIND = "Scenario"
 
-_STEP_FIELDS = {"at", "apply", "delete", "finish", "expect"}
-_EXPECT_FIELDS = {"admitted", "pending", "preempted", "clusterQueues"}
+_STEP_FIELDS = {"at", "apply", "delete", "finish", "admissionChecks", "expect"}
+_EXPECT_FIELDS = {"admitted", "pending", "preempted", "awaitingChecks", "clusterQueues"}
+_CHECK_FIELDS = {"workload", "check", "state", "message", "requeueAfterSeconds"}
+CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
 _ADMITTED_FIELDS = {"clusterQueue", "flavors", "count"}
 _CQ_FIELDS = {"admittedWorkloads", "pendingWorkloads", "usage"}
 _DELETE_FIELDS = {"apiVersion", "kind", "namespace", "name"}
@@ -68,11 +70,23 @@ class ExpectedClusterQueue:
     usage: dict[str, dict[str, Any]] | None = None  # flavor -> resource -> quantity as written
 
 
+@dataclass(slots=True, frozen=True)
+class CheckUpdate:
+    """One ``admissionChecks`` entry: the runner plays the check's controller."""
+
+    workload: str
+    check: str
+    state: str
+    message: str = ""
+    requeue_after_seconds: int | None = None
+
+
 @dataclass(slots=True)
 class Expectation:
     admitted: dict[str, ExpectedAdmission] | None = None
     pending: list[str] | None = None
     preempted: list[str] | None = None
+    awaiting_checks: list[str] | None = None
     cluster_queues: dict[str, ExpectedClusterQueue] = field(default_factory=dict)
 
 
@@ -83,6 +97,7 @@ class Step:
     apply: list[dict[str, Any]] = field(default_factory=list)
     delete: list[DeleteRef] = field(default_factory=list)
     finish: list[str] = field(default_factory=list)
+    admission_checks: list[CheckUpdate] = field(default_factory=list)
     expect: Expectation | None = None
 
 
@@ -239,8 +254,46 @@ def _parse_step(raw: object, i: int, file: str, scenario_where: str) -> Step:
         _workload_key(k, file, where, f"finish[{j}]")
         for j, k in enumerate(_list(step, "finish", file, where))
     ]
+    checks = [
+        _check_update(c, j, file, where)
+        for j, c in enumerate(_list(step, "admissionChecks", file, where))
+    ]
     expect = _parse_expect(step["expect"], file, where) if step.get("expect") is not None else None
-    return Step(index=i, at=at, apply=apply, delete=delete, finish=finish, expect=expect)
+    return Step(
+        index=i,
+        at=at,
+        apply=apply,
+        delete=delete,
+        finish=finish,
+        admission_checks=checks,
+        expect=expect,
+    )
+
+
+def _check_update(raw: object, j: int, file: str, where: str) -> CheckUpdate:
+    fld = f"admissionChecks[{j}]"
+    entry = _mapping(raw, file, where, fld)
+    unknown = set(entry) - _CHECK_FIELDS
+    if unknown:
+        raise ScenarioError(file, where, f"{fld}.{sorted(unknown)[0]}: unknown field")
+    workload = _workload_key(entry.get("workload"), file, where, f"{fld}.workload")
+    check = _string(entry.get("check"), file, where, f"{fld}.check")
+    state = entry.get("state")
+    if state not in CHECK_STATES:
+        raise ScenarioError(
+            file, where, f"{fld}.state: expected one of {', '.join(CHECK_STATES)}, got {state!r}"
+        )
+    message = entry.get("message", "")
+    if not isinstance(message, str):
+        raise ScenarioError(file, where, f"{fld}.message: expected a string")
+    after = entry.get("requeueAfterSeconds")
+    if after is not None:
+        after = _count(after, file, where, f"{fld}.requeueAfterSeconds")
+        if state != "Retry":
+            raise ScenarioError(
+                file, where, f"{fld}.requeueAfterSeconds: only a Retry state carries it"
+            )
+    return CheckUpdate(workload, check, str(state), message, after)
 
 
 def _parse_expect(raw: object, file: str, where: str) -> Expectation:
@@ -251,7 +304,11 @@ def _parse_expect(raw: object, file: str, where: str) -> Expectation:
     out = Expectation()
     if "admitted" in exp:
         out.admitted = _parse_admitted(exp["admitted"], file, where)
-    for name in ("pending", "preempted"):
+    for name, attr in (
+        ("pending", "pending"),
+        ("preempted", "preempted"),
+        ("awaitingChecks", "awaiting_checks"),
+    ):
         if name in exp:
             keys = exp[name] if exp[name] is not None else []
             if not isinstance(keys, list):
@@ -261,7 +318,7 @@ def _parse_expect(raw: object, file: str, where: str) -> Expectation:
             parsed = [
                 _workload_key(k, file, where, f"expect.{name}[{j}]") for j, k in enumerate(keys)
             ]
-            setattr(out, name, parsed)
+            setattr(out, attr, parsed)
     cqs = _mapping(exp.get("clusterQueues") or {}, file, where, "expect.clusterQueues")
     for cq_name, cq_raw in cqs.items():
         out.cluster_queues[str(cq_name)] = _parse_cq(

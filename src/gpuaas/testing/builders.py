@@ -7,7 +7,9 @@ given in Kubernetes syntax and parsed with the same function the manifests use.
 from __future__ import annotations
 
 from gpuaas.core.objects import (
+    AdmissionCheck,
     BorrowWithinCohort,
+    CheckRule,
     ClusterQueue,
     Cohort,
     FlavorFungibility,
@@ -86,6 +88,11 @@ class ClusterQueueBuilder:
         )
         return self
 
+    def checks(self, *names: str, on_flavors: tuple[str, ...] = ()) -> ClusterQueueBuilder:
+        """AdmissionChecks the ClusterQueue requires (on every flavor unless ``on_flavors``)."""
+        self._cq.admission_checks += tuple(CheckRule(n, on_flavors) for n in names)
+        return self
+
     def obj(self) -> ClusterQueue:
         return self._cq
 
@@ -136,6 +143,10 @@ class WorkloadBuilder:
         if not self._wl.pod_sets:
             self._wl.pod_sets.append(PodSet(name="main", count=1, requests={}))
         return self._wl
+
+
+def admission_check(name: str, controller: str = "example.com/check") -> AdmissionCheck:
+    return AdmissionCheck(name, controller)
 
 
 def flavor(name: str, **labels: str) -> ResourceFlavor:
