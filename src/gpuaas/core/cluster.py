@@ -58,8 +58,13 @@ class Cluster:
         *,
         instant_evictions: bool = True,
         record_events: bool = True,
+        requeue_batch_seconds: float = 0.0,
     ) -> None:
         self.config = config or SchedulerConfig()
+        # Kueue's requeueBatchPeriod (1 s): a live server passes 1.0 and released workloads
+        # return to their queues that long after the quota was freed; 0 (scenarios) returns
+        # them as soon as nothing already queued is left to try at that instant.
+        self.requeue_batch_seconds = requeue_batch_seconds
         self.instant_evictions = instant_evictions
         # Events are an output for whoever drains ``events`` (the server stores them). A caller
         # that never reads them (the scenario runner reports states) turns them off; conditions,
@@ -94,7 +99,7 @@ class Cluster:
         self._tree_dirty = True
         self._ready: set[str] = set()  # CQs that may have a head to pop
         self._requeue_gen: dict[int, int] = {}  # id(root node) -> inadmissible requeue count
-        self._pending_requeue: dict[int, QuotaNode] = {}
+        self._pending_requeue: dict[int, tuple[QuotaNode, float]] = {}  # root -> (root, due)
         self.evicting: dict[str, WorkloadState] = {}  # evicted, pods not yet confirmed gone
         self._warnings: list[str] = []
         self._scheduler = Scheduler(self)
@@ -392,7 +397,7 @@ class Cluster:
         for root in {id(cq.node.root()) for cq in self.cqs.values()}:
             self._requeue_gen[root] = self._requeue_gen.get(root, 0) + 1
 
-    def requeue_tree(self, cq: CQState) -> None:
+    def requeue_tree(self, cq: CQState, now: float) -> None:
         """Kueue's QueueInadmissibleWorkloads for the CQ's root cohort (or the CQ alone).
 
         Batched as Kueue (v0.17 and later) batches it, 1 s after the workload was deleted,
@@ -401,11 +406,14 @@ class Cluster:
         (``schedule`` flushes it then), which is the same order without the wall clock.
         """
         root = cq.node.root()
-        self._pending_requeue[id(root)] = root
+        if id(root) not in self._pending_requeue:  # a waiting batch keeps its time, as AddAfter
+            self._pending_requeue[id(root)] = (root, now + self.requeue_batch_seconds)
 
-    def _flush_requeues(self) -> None:
-        roots, self._pending_requeue = self._pending_requeue, {}
-        for root in roots.values():
+    def _flush_requeues(self, now: float) -> bool:
+        """Move the released workloads of every batch due by ``now``; True if one was due."""
+        due = [key for key, (_, at) in self._pending_requeue.items() if at <= now]
+        for key in due:
+            root, _ = self._pending_requeue.pop(key)
             # Kueue's queueInadmissibleCycle: a head popped before this move that fails now
             # goes straight back to the heap instead of the inadmissible set.
             self._requeue_gen[id(root)] = self._requeue_gen.get(id(root), 0) + 1
@@ -417,6 +425,7 @@ class Cluster:
                 member.queue.blocked_at = None
                 if member.queue.requeue_inadmissible() or len(member.queue):
                     self._ready.add(member.name)
+        return bool(due)
 
     def _rebuild_queue(self, cq: CQState, strict: bool) -> None:
         keys = list(cq.queue.keys())
@@ -552,19 +561,18 @@ class Cluster:
         while self._wakeups and self._wakeups[0][0] <= now:
             _, name = heapq.heappop(self._wakeups)
             if name in self.cqs:
-                self.requeue_tree(self.cqs[name])
+                self.requeue_tree(self.cqs[name], now)
         if self._backoff:
             self._release_backoffs(now)
         self.admitted_now.clear()
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
             if not heads:
-                if not self._pending_requeue:
-                    break
                 # Everything already in the heaps has been tried: now the workloads that freed
                 # quota released from the inadmissible sets compete for what is left.
-                self._flush_requeues()
-                continue
+                if self._pending_requeue and self._flush_requeues(now):
+                    continue
+                break
             version = self.version
             self._scheduler.cycle(heads, now)
             if self.version == version and all(e.requeued_immediately for e in heads):
@@ -617,6 +625,7 @@ class Cluster:
     def next_wakeup(self) -> float | None:
         """The next instant at which ``schedule`` has something new to look at, if any."""
         times = [q[0][0] for q in (self._wakeups, self._backoff) if q]
+        times += [at for _, at in self._pending_requeue.values()]
         return min(times) if times else None
 
     def warnings(self) -> list[str]:

@@ -312,7 +312,7 @@ class Lifecycle:
         if cq is not None and cq.admitted.pop(wl.key, None) is not None:
             cq.node.remove_usages(wl.usage)
             cq.generation += 1
-            self.c.requeue_tree(cq)
+            self.c.requeue_tree(cq, now)
             self.emit(wl, Release(wl.key, now, cq.name))
             if cq.terminating and not cq.admitted:
                 self.c.drop_cq(cq)
