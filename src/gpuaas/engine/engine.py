@@ -26,9 +26,9 @@ from gpuaas.core.cluster import Cluster
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
 from gpuaas.core.manifests import ManifestError, parse_object
-from gpuaas.core.objects import ClusterQueue, KueueObject, Workload
+from gpuaas.core.objects import KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, persisted, queries
+from gpuaas.engine import documents, persisted
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
@@ -37,7 +37,6 @@ from gpuaas.store import (
     AppendEvent,
     Change,
     DeleteObject,
-    EventRecord,
     GroupCommitter,
     JsonDoc,
     ObjectKey,
@@ -47,7 +46,7 @@ from gpuaas.store import (
     StoreError,
     Write,
 )
-from gpuaas.vocab import ray_status, render
+from gpuaas.vocab import render
 from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
 
 log = logging.getLogger(__name__)
@@ -191,10 +190,6 @@ class Engine(ReadModel):
     @staticmethod
     def _kind_of(key: ObjectKey) -> Kind | None:
         return BY_KIND.get(key.gk.rsplit("/", 1)[-1])
-
-    @staticmethod
-    def key_of(kind: Kind, namespace: str | None, name: str) -> ObjectKey:
-        return ObjectKey(kind.gk, namespace or "" if kind.namespaced else "", name)
 
     def _owner_record(self, rec: ObjectRecord) -> ObjectRecord | None:
         owner_gk = rec.internal.get("owner")
@@ -344,72 +339,6 @@ class Engine(ReadModel):
             fut = self._commit(batch)
         self._wait(fut)
         return True
-
-    # -- reads ----------------------------------------------------------------------------------
-    def get(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
-        with self._lock:
-            rec = self.objects.get(self.key_of(kind, namespace, name))
-            if rec is None:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            return self._shown(kind, rec)
-
-    def list_objects(
-        self, kind: Kind, namespaces: set[str] | None = None
-    ) -> tuple[list[JsonDoc], int]:
-        """Objects of ``kind`` (in ``namespaces`` if given), by namespace and name."""
-        with self._lock:
-            recs = [
-                r
-                for k, r in self.objects.items()
-                if k.gk == kind.gk and (namespaces is None or k.namespace in namespaces)
-            ]
-            recs.sort(key=lambda r: (r.key.namespace, r.key.name))
-            return [self._shown(kind, r) for r in recs], self.rv
-
-    def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
-        """The stored doc; queues get their live counters as status (never stored), and a
-        RayCluster gets KubeRay's status from its workload and what runs for it."""
-        if kind.kind == "RayCluster":
-            key = f"{rec.key.namespace}/{rec.key.name}"
-            live = self.job_status(key) if self.job_status is not None else None
-            st = self.cluster.workloads.get(key)
-            return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
-        if kind.kind not in ("ClusterQueue", "LocalQueue"):
-            return rec.doc
-        doc = dict(rec.doc)
-        if kind.kind == "ClusterQueue":
-            doc["status"] = self._cq_status(rec.key.name)
-        else:
-            cq = str((rec.doc.get("spec") or {}).get("clusterQueue", ""))
-            doc["status"] = queries.local_queue_status(
-                self.cluster, rec.key.namespace, rec.key.name, cq
-            )
-        return doc
-
-    def _core_cq(self, name: str) -> ClusterQueue | None:
-        return queries.core_cq(self.cluster, name)
-
-    def _cq_status(self, name: str) -> JsonDoc:
-        return queries.cq_status(self.cluster, name)
-
-    def cluster_queue_summary(self) -> list[JsonDoc]:
-        """Per ClusterQueue: cohort, quotas and limits, usage, pending and admitted counts."""
-        with self._lock:
-            names = [k.name for k in self.objects if k.gk == BY_KIND["ClusterQueue"].gk]
-            return queries.cluster_queue_summary(self.cluster, names)
-
-    def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
-        return self.store.events(namespace=namespace, obj=obj)
-
-    def explain(self, namespace: str, name: str) -> JsonDoc:
-        """Why a workload is pending, where it stands in its queue, and what would admit it."""
-        from gpuaas.engine.explain import explain_workload
-
-        with self._lock:
-            key = f"{namespace}/{name}"
-            if key not in self.cluster.workloads:
-                raise NotFound(f"Workload {key} not found")
-            return explain_workload(self.cluster, key, self._core_cq)
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:

@@ -1,29 +1,34 @@
 """The engine's public read model and the actions its observers may take, as one mixin.
 
-``Engine`` inherits ``ReadModel``. Reads take the engine lock, build immutable views
-(``engine.views``) of only what was asked for, and return them: no caller outside the engine gets
-its lock, its ``Cluster`` or a live record. Actions (``evict``, ``confirm_stopped``,
-``finish_now``, ``set_condition``, ``record_event``) are for observers: they run inside an
-observer hook (the lock is re-entrant), change the Cluster through its public methods, and leave
-the consequences to the settle that is running (rescheduling, persisting, the audit trail). This
-module makes no scheduling decision and does no I/O; it lives apart from ``engine.py`` so that the
-write path there stays readable.
+``Engine`` inherits ``ReadModel``. Reads take the engine lock and return either documents as the
+API shows them (``get``, ``list_objects``, ``explain``, ``cluster_queue_summary``: stored docs
+with live status) or immutable views (``engine.views``) of only what was asked for; no caller
+outside the engine gets its lock, its ``Cluster`` or a live record. Actions (``evict``,
+``confirm_stopped``, ``finish_now``, ``set_condition``, ``record_event``) are for observers: they
+run inside an observer hook (the lock is re-entrant), change the Cluster through its public
+methods, and leave the consequences to the settle that is running (rescheduling, persisting, the
+audit trail). This module makes no scheduling decision and does no I/O (``events`` reads the
+store, outside the lock); it lives apart from ``engine.py`` so that the write path there stays
+readable.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpuaas.core.cluster import Cluster
-from gpuaas.core.objects import ResourceFlavor
+from gpuaas.core.objects import ClusterQueue, ResourceFlavor
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import views
+from gpuaas.engine import documents, queries, views
+from gpuaas.engine.errors import NotFound
+from gpuaas.engine.explain import explain_workload
 from gpuaas.engine.views import ClusterView, WorkloadView
-from gpuaas.store import ObjectKey, ObjectRecord
-from gpuaas.vocab.kinds import WORKLOAD
+from gpuaas.store import EventRecord, JsonDoc, ObjectKey, ObjectRecord, Store
+from gpuaas.vocab import ray_status
+from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +41,85 @@ class StoredView:
 
 
 class ReadModel:
-    """Reads that return views, and observer actions; see the module docstring."""
+    """Reads (stored documents as shown, and views) and observer actions; see the module
+    docstring."""
 
     cluster: Cluster
     objects: dict[ObjectKey, ObjectRecord]
     rv: int
+    store: Store
+    job_status: Callable[[str], JsonDoc] | None
     _lock: threading.RLock
     _loads: int
     _audit: list[Event]
+
+    @staticmethod
+    def key_of(kind: Kind, namespace: str | None, name: str) -> ObjectKey:
+        return ObjectKey(kind.gk, namespace or "" if kind.namespaced else "", name)
+
+    # -- documents as the API shows them -------------------------------------------------------
+    def get(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
+        with self._lock:
+            rec = self.objects.get(self.key_of(kind, namespace, name))
+            if rec is None:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            return self._shown(kind, rec)
+
+    def list_objects(
+        self, kind: Kind, namespaces: set[str] | None = None
+    ) -> tuple[list[JsonDoc], int]:
+        """Objects of ``kind`` (in ``namespaces`` if given), by namespace and name."""
+        with self._lock:
+            recs = [
+                r
+                for k, r in self.objects.items()
+                if k.gk == kind.gk and (namespaces is None or k.namespace in namespaces)
+            ]
+            recs.sort(key=lambda r: (r.key.namespace, r.key.name))
+            return [self._shown(kind, r) for r in recs], self.rv
+
+    def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
+        """The stored doc; queues get their live counters as status (never stored), and a
+        RayCluster gets KubeRay's status from its workload and what runs for it."""
+        if kind.kind == "RayCluster":
+            key = f"{rec.key.namespace}/{rec.key.name}"
+            live = self.job_status(key) if self.job_status is not None else None
+            st = self.cluster.workloads.get(key)
+            return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
+        if kind.kind not in ("ClusterQueue", "LocalQueue"):
+            return rec.doc
+        doc = dict(rec.doc)
+        if kind.kind == "ClusterQueue":
+            doc["status"] = self._cq_status(rec.key.name)
+        else:
+            cq = str((rec.doc.get("spec") or {}).get("clusterQueue", ""))
+            doc["status"] = queries.local_queue_status(
+                self.cluster, rec.key.namespace, rec.key.name, cq
+            )
+        return doc
+
+    def _core_cq(self, name: str) -> ClusterQueue | None:
+        return queries.core_cq(self.cluster, name)
+
+    def _cq_status(self, name: str) -> JsonDoc:
+        return queries.cq_status(self.cluster, name)
+
+    def cluster_queue_summary(self) -> list[JsonDoc]:
+        """Per ClusterQueue: cohort, quotas and limits, usage, pending and admitted counts."""
+        with self._lock:
+            names = [k.name for k in self.objects if k.gk == BY_KIND["ClusterQueue"].gk]
+            return queries.cluster_queue_summary(self.cluster, names)
+
+    def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
+        return self.store.events(namespace=namespace, obj=obj)
+
+    def explain(self, namespace: str, name: str) -> JsonDoc:
+        """Why a workload is pending, where it stands in its queue, and what would admit it."""
+        with self._lock:
+            key = f"{namespace}/{name}"
+            if key not in self.cluster.workloads:
+                raise NotFound(f"Workload {key} not found")
+            return explain_workload(self.cluster, key, self._core_cq)
 
     # -- reads ----------------------------------------------------------------------------------
     @property
