@@ -61,6 +61,19 @@ def _wl(name: str, priority: int | None = None) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": spec}
 
 
+def _state(e: Engine) -> tuple[dict[str, Phase], list[str], dict[str, Any]]:
+    """Phases, pending order in ``cq`` and admissions, from the engine's views."""
+    view = e.view(workloads=True)
+    pending = sorted(
+        (w for w in view.workloads if w.position is not None), key=lambda w: w.position or 0
+    )
+    return (
+        {w.key: w.phase for w in view.workloads},
+        [w.key for w in pending],
+        {w.key: w.admission for w in view.workloads},
+    )
+
+
 def test_restart_rebuilds_the_same_state(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db'}"
     clock = Clock()
@@ -76,21 +89,19 @@ def test_restart_rebuilds_the_same_state(tmp_path: Path) -> None:
         e.create(wl, "ns", {"metadata": {"name": "x"}, "spec": {"podSets": "no"}})
     with pytest.raises(NotFound):
         e.get(wl, "ns", "zz")
-    phases = {k: st.phase for k, st in e.cluster.workloads.items()}
-    order = [w.key for w in e.cluster.pending_in("cq")]
-    admissions = {k: st.admission for k, st in e.cluster.workloads.items()}
+    phases, order, admissions = _state(e)
     assert [k for k, p in phases.items() if p == Phase.ADMITTED] == ["ns/a", "ns/b"]
     assert order == ["ns/e", "ns/c", "ns/d"]
     e.close()
     e.store.close()
 
     e2 = Engine(open_store(url), clock=clock)
-    assert {k: st.phase for k, st in e2.cluster.workloads.items()} == phases
-    assert [w.key for w in e2.cluster.pending_in("cq")] == order
-    assert {k: st.admission for k, st in e2.cluster.workloads.items()} == admissions
-    assert e2.cluster.cluster_queue_usage("cq") == {("rf", "cpu"): 2000}
+    assert _state(e2) == (phases, order, admissions)
+    cq = e2.view().cluster_queue("cq")
+    assert cq is not None and cq.usage == {("rf", "cpu"): 2000}
     e2.delete(wl, "ns", "a")
-    assert e2.cluster.workloads["ns/e"].phase == Phase.ADMITTED  # priority first, after restart
-    assert e2.cluster.workloads["ns/c"].phase == Phase.PENDING
+    phases = {w.key: w.phase for w in e2.workloads()}
+    assert phases["ns/e"] == Phase.ADMITTED  # priority first, after restart
+    assert phases["ns/c"] == Phase.PENDING
     e2.close()
     e2.store.close()

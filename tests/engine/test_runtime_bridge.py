@@ -59,7 +59,7 @@ class Node:
         self.store.close()
 
     def phase(self, key: str) -> Phase | None:
-        st = self.engine.cluster.workloads.get(key)
+        st = self.engine.workload(key)
         return None if st is None else st.phase
 
     def pods(self, key: str) -> list[Any]:
@@ -224,9 +224,10 @@ def test_exits_finish_the_workload(
 ) -> None:
     node.engine.create(JOB, "ns", job("j", script, backoff=backoff))
     node.until(lambda: node.phase("ns/j") == Phase.FINISHED)
-    st = node.engine.cluster.workloads["ns/j"]
-    assert st.conditions["Finished"].reason == outcome
-    assert node.engine.cluster.cluster_queue_usage("cq") == {}
+    st = node.engine.workload("ns/j")
+    assert st is not None and st.conditions["Finished"].reason == outcome
+    cq = node.engine.view().cluster_queue("cq")
+    assert cq is not None and cq.usage == {}
     assert len(node.logs("ns/j")) == runs
 
 
@@ -357,7 +358,8 @@ def test_flavor_for_another_node_keeps_pods_pending(tmp_path: Path) -> None:
         engine.replace(BY_KIND["ResourceFlavor"], None, "rf", rf)
         engine.create(JOB, "ns", job("elsewhere", "sleep 30"))
         engine.poll_observers()
-        assert engine.cluster.workloads["ns/elsewhere"].phase == Phase.ADMITTED
+        w = engine.workload("ns/elsewhere")
+        assert w is not None and w.phase == Phase.ADMITTED
         assert "ns/elsewhere" not in bridge.runs()
         engine.committer.submit([]).result(timeout=10)
         messages = [e.message for e in engine.events() if e.reason == "FailedScheduling"]

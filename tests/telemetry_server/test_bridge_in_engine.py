@@ -28,6 +28,7 @@ from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
+from gpuaas.engine.views import WorkloadView
 from gpuaas.inventory.gpus import parse_fake_gpus
 from gpuaas.store import open_store
 from gpuaas.telemetry import GroupBy, SqliteUsageStore
@@ -79,8 +80,14 @@ def run_until(e: Engine, clock: Clock, end: float, step: float = 15.0) -> None:
         e.tick()
 
 
+def wl(e: Engine, key: str) -> WorkloadView:
+    w = e.workload(key)
+    assert w is not None, key
+    return w
+
+
 def conditions(e: Engine, key: str) -> dict[str, tuple[str, str]]:
-    st = e.cluster.workloads[key]
+    st = wl(e, key)
     return {c.type: (c.status, c.reason) for c in st.conditions.values()}
 
 
@@ -99,7 +106,7 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
         workload("team-a", "train", queue="lq", gpus=1, profile="busy"),
         workload("team-b", "notebook", queue="lq", gpus=2, profile="idle"),
     )
-    assert all(st.phase == Phase.ADMITTED for st in e.cluster.workloads.values())
+    assert all(w.phase == Phase.ADMITTED for w in e.workloads())
     e.tick()  # first sample at T0: the idle stretch starts
     run_until(e, clock, T0 + 585)
     assert "GPUIdle" not in conditions(e, "team-a/serve")
@@ -109,7 +116,7 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     e.tick()
     # reserved tier: flagged (condition, event, metric), never evicted
     assert conditions(e, "team-a/serve")["GPUIdle"] == ("True", "IdleGPU")
-    assert e.cluster.workloads["team-a/serve"].admission_count == 1
+    assert wl(e, "team-a/serve").admission_count == 1
     (row,) = bridge.offenders(clock.t)
     assert (row.namespace, row.workload, row.action.value, row.state) == (
         "team-a",
@@ -122,13 +129,13 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     nb = conditions(e, "team-b/notebook")
     assert nb["Requeued"] == ("True", "IdleGPU")
     # readmitted at once (its quota was free): Evicted flips back, keeping what happened
-    evicted = e.cluster.workloads["team-b/notebook"].conditions["Evicted"]
+    evicted = wl(e, "team-b/notebook").conditions["Evicted"]
     assert (evicted.status, evicted.reason) == ("False", "QuotaReserved")
     assert evicted.message.startswith("Previously: evicted: 2 idle GPU(s) held for 600s")
     assert nb["GPUIdle"] == ("False", "GPUsReleased")
-    st = e.cluster.workloads["team-b/notebook"]
+    st = wl(e, "team-b/notebook")
     assert st.requeue_count == 1 and st.admission_count == 2  # its quota was free again
-    assert "team-b/notebook" not in e.cluster.preempted_keys  # not a preemption
+    assert not st.ever_preempted and st.preempted_by is None  # not a preemption
     assert "GPUIdle" not in conditions(e, "team-a/train")  # busy: never flagged
     e.committer.submit([]).result(timeout=30)  # tick commits in the background: let it land
     reasons = [(ev.reason, ev.object) for ev in e.events(namespace="team-b")]
@@ -151,10 +158,10 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     # readmitted and still idle: a fresh window from the first sample after readmission
     # (T0 + 615), so evicted again at T0 + 1215
     run_until(e, clock, T0 + 1200)
-    assert e.cluster.workloads["team-b/notebook"].admission_count == 2
+    assert wl(e, "team-b/notebook").admission_count == 2
     clock.t = T0 + 1215
     e.tick()
-    assert e.cluster.workloads["team-b/notebook"].admission_count == 3
+    assert wl(e, "team-b/notebook").admission_count == 3
     assert bridge.counters.values().evicted[("team-b-cq", "IdleGPU", "", "")] == 2
 
 
@@ -229,11 +236,11 @@ def _preemption_story(e: Engine, clock: Clock) -> None:
         "team-a", "prod", queue="lq", gpus=4, cpu=2, memory="8Gi", priority=("high", 100)
     )
     apply(e, prod)
-    assert e.cluster.workloads["team-b/dev"].phase == Phase.PENDING
-    assert e.cluster.workloads["team-a/prod"].phase == Phase.ADMITTED
+    assert wl(e, "team-b/dev").phase == Phase.PENDING
+    assert wl(e, "team-a/prod").phase == Phase.ADMITTED
     clock.t = T0 + 5400
     assert e.finish("team-a", "prod")
-    assert e.cluster.workloads["team-b/dev"].phase == Phase.ADMITTED
+    assert wl(e, "team-b/dev").phase == Phase.ADMITTED
 
 
 def _totals(bridge: TelemetryBridge, by: GroupBy, **kw: float) -> dict[str, tuple[float, ...]]:
