@@ -1,14 +1,15 @@
 """The server: the one place where the control plane's parts are put together and run.
 
-Named for what it builds. This module is the composition root: it opens the store (SQLite in the
-data dir unless ``db`` names PostgreSQL), rebuilds the engine from it, makes sure an admin token
-exists in ``DATA_DIR/admin-token``, builds the runtime chosen by name from
-``runtimes.registry`` (its state in ``DATA_DIR/runtime``) and attaches it through the runtime
-bridge, installs the telemetry bridge (usage in the server's own database), builds the HTTP app,
-ticks the engine on a thread and serves the app with uvicorn until SIGTERM or Ctrl-C, then stops
-every pod. ``build`` does the putting together and returns a ``Server`` that tests can drive
-without a socket; ``run`` serves one. It holds no scheduling, HTTP or runtime logic of its own and
-parses no command line: ``gpuaas server`` (``cli.server``) turns options into ``ServerOptions``.
+Named ``server`` for what it builds, a running server (``gpuaas server`` asks for one). It is the
+composition root, the one module that knows every part: it opens the store (SQLite in the data
+dir unless ``db`` names PostgreSQL), rebuilds the engine from it, builds the runtime chosen by name
+from ``runtimes.registry`` (its state in ``DATA_DIR/runtime``) and attaches it through the runtime
+bridge, installs the telemetry bridge (usage in the server's own database), makes sure an admin
+token exists in ``DATA_DIR/admin-token``, builds the HTTP app, ticks the engine on a thread and
+serves the app with uvicorn until SIGTERM or Ctrl-C, then stops every pod. ``build`` puts a
+``Server`` together that tests can drive in-process; ``run`` serves one. It holds no scheduling,
+HTTP or runtime logic of its own and parses no command line: ``gpuaas server`` (``cli.server``)
+turns options into ``ServerOptions``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class ServerError(Exception):
 
 @dataclass(slots=True, frozen=True)
 class ServerOptions:
+    """What a server is asked for: ``gpuaas server``'s options, with the same defaults."""
+
     data_dir: Path
     db: str | None = None  # a store URL; None: SQLite in data_dir
     host: str = "127.0.0.1"
@@ -81,7 +84,7 @@ class Server:
     store: Store
     engine: Engine
     tokens: Tokens
-    runtime: RuntimeBridge | None  # None: admission only (``--runtime none``)
+    bridge: RuntimeBridge | None  # the runtime, attached; None: admission only (``--runtime none``)
     telemetry: TelemetryBridge
     app: FastAPI
     admin_token_path: Path
@@ -98,8 +101,8 @@ class Server:
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
-        if self.runtime is not None:
-            self.runtime.shutdown()
+        if self.bridge is not None:
+            self.bridge.shutdown()
         self.telemetry.close()
         self.engine.close()
         self.store.close()
@@ -107,7 +110,7 @@ class Server:
     def _tick_loop(self) -> None:
         # A stopped victim frees its quota within POLL_INTERVAL; the full pass runs every tick.
         tick = self.options.tick
-        interval = min(tick, POLL_INTERVAL) if self.runtime is not None else tick
+        interval = min(tick, POLL_INTERVAL) if self.bridge is not None else tick
         next_tick = time.monotonic() + tick
         while not self._stop.wait(interval):
             try:
@@ -214,7 +217,7 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
     except _Terminated:
         pass
     finally:
-        if server.runtime is not None:
+        if server.bridge is not None:
             say("stopping every workload's pods (graceful server stop)")
         server.close()
 

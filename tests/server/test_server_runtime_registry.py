@@ -131,7 +131,7 @@ def test_a_registered_runtime_starts_stops_and_releases_quota(
     server: Server, http: httpx.Client, fakes: list[FakeRuntime]
 ) -> None:
     (fake,) = fakes
-    assert server.runtime is not None and server.runtime.runtime is fake
+    assert server.bridge is not None and server.bridge.runtime is fake
     _setup(http)
 
     # 1. admitted -> the fake sees a start, pinned to GPUs
@@ -175,6 +175,6 @@ def test_an_unknown_runtime_name_is_refused_before_anything_opens(tmp_path: Path
 def test_admission_only_server_has_no_runtime(tmp_path: Path) -> None:
     srv = build(ServerOptions(tmp_path, runtime="none"), say=lambda _: None)
     try:
-        assert srv.runtime is None
+        assert srv.bridge is None
     finally:
         srv.close()
