@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,14 @@ def test_seed_preemption_shows_in_status_and_events(server: ServerProcess) -> No
         assert c.delete(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").status_code == 422
         assert c.delete("/apis/batch/v1/namespaces/team-a/jobs/team-a-job").status_code == 200
         assert c.get(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").status_code == 404
+        # Readmitted once the quota came back: Kueue requeues released workloads after its 1 s
+        # batch (requeueBatchPeriod), so this takes up to about a second and a tick.
+        deadline = time.monotonic() + 10
         b = c.get(f"{KUEUE}/namespaces/team-b/workloads/team-b-job").json()
-        assert cond(b, "Admitted") == "True"  # readmitted once the quota came back
+        while cond(b, "Admitted") != "True" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            b = c.get(f"{KUEUE}/namespaces/team-b/workloads/team-b-job").json()
+        assert cond(b, "Admitted") == "True"
 
 
 BAD_INPUT = [
@@ -286,5 +293,11 @@ def test_restart_keeps_admissions_order_and_events(
         assert len(c.get("/api/v1/events").json()["items"]) >= n_events
         # pending order survives: finishing room for one admits w2, not a later one
         c.delete(f"{KUEUE}/namespaces/team-a/workloads/w0")
-        now = {w["metadata"]["name"]: w for w in c.get(f"{KUEUE}/workloads").json()["items"]}
-        assert {n for n, w in now.items() if cond(w, "Admitted") == "True"} == {"w1", "w2"}
+        deadline = time.monotonic() + 10  # after Kueue's 1 s requeue batch
+        while True:
+            now = {w["metadata"]["name"]: w for w in c.get(f"{KUEUE}/workloads").json()["items"]}
+            admitted_now = {n for n, w in now.items() if cond(w, "Admitted") == "True"}
+            if admitted_now != {"w1"} or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert admitted_now == {"w1", "w2"}

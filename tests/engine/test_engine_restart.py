@@ -100,6 +100,7 @@ def test_restart_rebuilds_the_same_state(tmp_path: Path) -> None:
     cq = e2.view().cluster_queue("cq")
     assert cq is not None and cq.usage == {("rf", "cpu"): 2000}
     e2.delete(wl, "ns", "a")
+    e2.tick()  # a second later: Kueue's requeue batch brings the pending workloads back
     phases = {w.key: w.phase for w in e2.workloads()}
     assert phases["ns/e"] == Phase.ADMITTED  # priority first, after restart
     assert phases["ns/c"] == Phase.PENDING

@@ -147,7 +147,10 @@ def test_views_are_values(engine: Engine) -> None:
     with pytest.raises(TypeError):
         a.conditions["Admitted"] = a.conditions["Admitted"]  # type: ignore[index]
     assert b.phase == Phase.PENDING and b.why_pending
-    engine.delete(BY_KIND["Workload"], "ns", "a")  # b is admitted in its place
+    engine.delete(BY_KIND["Workload"], "ns", "a")
+    assert isinstance(engine.clock, Clock)
+    engine.clock.t += 1.0
+    engine.tick()  # after Kueue's 1 s requeue batch, b is admitted in its place
     assert a.phase == Phase.ADMITTED and a.usage == {("rf", "cpu"): 1000}  # unchanged
     assert b.phase == Phase.PENDING and b.conditions["QuotaReserved"].status == "False"
     now = engine.workload("ns/b")

@@ -243,6 +243,11 @@ def workload_rows(workloads: Iterable[WorkloadView]) -> list[JsonDoc]:
                 "admittedAt": st.admitted_at,
                 "requeues": st.requeue_count,
                 "idleGpu": idle.message if idle is not None else None,
+                "admissionChecks": [
+                    {"name": n, "state": state, "message": msg}
+                    for n, state, msg in st.admission_checks
+                ],
+                "awaitingChecks": st.awaiting_checks,
             }
         )
     return out

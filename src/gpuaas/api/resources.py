@@ -14,13 +14,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api import watch
-from gpuaas.api.auth import Principal, authenticate, authorize
+from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import BodyError, parse_body, read_body
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
-from gpuaas.vocab.kinds import KINDS, NAMESPACE, Kind
+from gpuaas.vocab.kinds import KINDS, NAMESPACE, WORKLOAD, Kind
 
 JsonDoc = dict[str, Any]
 
@@ -206,6 +206,18 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         async def _delete(request: Request, namespace: str, name: str) -> Response:
             return await delete(request, namespace, name)
 
+        if kind is WORKLOAD:
+
+            @router.put(f"{item}/status", tags=[tag], operation_id=f"replace_status_{op}")
+            @router.patch(f"{item}/status", tags=[tag], operation_id=f"patch_status_{op}")
+            async def _status(request: Request, namespace: str, name: str) -> Response:
+                """Admission check states, as an external check controller writes them."""
+                engine, p = await who(request)
+                require_admin(p, "update workloads/status")
+                body = await _read(request)
+                out = await run_in_threadpool(engine.update_check_states, namespace, name, body)
+                return JSONResponse(shape(out))
+
         return
 
     coll = f"{base}/{kind.plural}"
@@ -234,6 +246,18 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
     @router.delete(item, tags=[tag], operation_id=f"delete_{op}")
     async def _delete_c(request: Request, name: str) -> Response:
         return await delete(request, None, name)
+
+    if kind.kind == "AdmissionCheck":
+
+        @router.put(f"{item}/status", tags=[tag], operation_id=f"replace_status_{op}")
+        @router.patch(f"{item}/status", tags=[tag], operation_id=f"patch_status_{op}")
+        async def _check_status(request: Request, name: str) -> Response:
+            """The Active condition, as the check's controller writes it."""
+            engine, p = await who(request)
+            require_admin(p, "update admissionchecks/status")
+            body = await _read(request)
+            out = await run_in_threadpool(engine.update_admission_check_status, name, body)
+            return JSONResponse(shape(out))
 
 
 def install(app: FastAPI) -> None:

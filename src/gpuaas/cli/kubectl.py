@@ -308,6 +308,12 @@ def explain(
         lines.append(f"Position:       {info['position']} of {info['queueLength']}")
         if info["ahead"]:
             lines.append(f"Ahead of it:    {', '.join(info['ahead'])}")
+    if info.get("admissionChecks"):
+        checks = [
+            f"{c['name']}={c['state']}" + (f" ({c['message']})" if c.get("message") else "")
+            for c in info["admissionChecks"]
+        ]
+        lines.append(f"Checks:         {', '.join(checks)}")
     if info.get("quota"):
         head = ["FLAVOR", "RESOURCE", "REQUESTED", "NOMINAL", "USED", "FREE"]
         body = [

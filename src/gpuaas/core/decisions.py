@@ -27,7 +27,7 @@ class Reserve(Decision):
 
     cluster_queue: str
     flavors: tuple[tuple[str, str, str], ...]
-    wait_seconds: float  # since the workload was (re)queued
+    wait_seconds: float  # since the workload was created (as the QuotaReserved event says it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,9 @@ from gpuaas.core.cluster import Cluster
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
 from gpuaas.core.manifests import ManifestError, parse_object
-from gpuaas.core.objects import KueueObject, Workload
+from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, persisted
+from gpuaas.engine import documents, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
@@ -52,6 +52,7 @@ from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
 log = logging.getLogger(__name__)
 
 _NS_LABEL = "kubernetes.io/metadata.name"
+REQUEUE_BATCH_SECONDS = 1.0  # Kueue's requeueBatchPeriod
 _OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a safety bound
 
 
@@ -104,7 +105,8 @@ class Engine(ReadModel):
         self.committer = GroupCommitter(store)
         self.hub = WatchHub()
         self._lock = threading.RLock()
-        self.cluster = Cluster(self.config, instant_evictions=self.instant_evictions)
+        self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
+        self.cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
         self.rv = 0
         self._event_id = 0
@@ -124,7 +126,7 @@ class Engine(ReadModel):
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
         self._loads += 1
-        self.cluster = Cluster(self.config, instant_evictions=self.instant_evictions)
+        self.cluster = self._new_cluster()
         self.objects = {r.key: r for r in loaded.objects}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
@@ -152,7 +154,8 @@ class Engine(ReadModel):
             phase = rec.internal.get("phase")
             if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
                 admission, admitted_at = restored
-                self.cluster.restore_admission(obj, admission, admitted_at, rec.created)
+                checks = persisted.checks_from_internal(rec.internal)
+                self.cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
             else:
                 self.cluster.apply(obj, rec.created)
                 if phase == Phase.FINISHED:
@@ -166,9 +169,33 @@ class Engine(ReadModel):
         if batch.writes:
             self.committer.submit(batch.writes).result(timeout=self.commit_timeout)
 
+    def _new_cluster(self) -> Cluster:
+        # Kueue's 1 s requeueBatchPeriod on the wall clock: a released inadmissible workload
+        # may be admitted up to about 1 s after the quota was freed (README says so).
+        return Cluster(
+            self.config,
+            instant_evictions=self.instant_evictions,
+            requeue_batch_seconds=REQUEUE_BATCH_SECONDS,
+        )
+
+    def serve_checks(self, controller_name: str) -> None:
+        """A check controller for ``controller_name`` runs in this server: its checks are
+        Active (Kueue's controllers set that condition when they can evaluate the check)."""
+        with self._lock:
+            self._served_checks.add(controller_name)
+            for ac in list(self.cluster.admission_checks.values()):
+                self._mark_served(ac)
+
+    def _mark_served(self, ac: AdmissionCheck) -> None:
+        if ac.controller_name in self._served_checks:
+            self.cluster.set_check_active(ac.name, True)
+
     def _restore_apply(self, rec: ObjectRecord, doc: JsonDoc) -> None:
         try:
-            self.cluster.apply(parse_object(doc), rec.created)
+            obj = parse_object(doc)
+            self.cluster.apply(obj, rec.created)
+            if isinstance(obj, AdmissionCheck):
+                self._mark_served(obj)
         except ManifestError as exc:
             self.restore_problems.append(f"not restored: {exc}")
 
@@ -256,6 +283,19 @@ class Engine(ReadModel):
         events, self._audit = self._audit, []
         return events + self.cluster.take_events()
 
+    @staticmethod
+    def _new_batch() -> _Batch:
+        return _Batch()
+
+    # -- the status subresource (engine.status) -----------------------------------------------
+    def update_check_states(self, namespace: str, name: str, doc: JsonDoc) -> JsonDoc:
+        """A check controller outside the server sets states (``status.admissionChecks``)."""
+        return status.update_check_states(self, namespace, name, doc)
+
+    def update_admission_check_status(self, name: str, doc: JsonDoc) -> JsonDoc:
+        """A check controller outside the server writes its check's Active condition."""
+        return status.update_admission_check_status(self, name, doc)
+
     def add_observer(self, observer: EngineObserver) -> None:
         """Let ``observer`` ride on this engine from the next settle on; it catches up first."""
         with self._lock:
@@ -312,7 +352,8 @@ class Engine(ReadModel):
 
     def poll_observers(self) -> None:
         """Between ticks: observers report what happened outside; settle only if that changed
-        the cluster, so a runtime can be polled often without re-rendering every workload."""
+        the cluster or the core asked to be woken by now (a requeue batch or a back-off ran
+        out), so a runtime can be polled often without re-rendering every workload."""
         with self._lock:
             self._reload_if_failed()
             now = self.clock()
@@ -320,7 +361,9 @@ class Engine(ReadModel):
             for obs in self.observers:
                 obs.on_tick(self, now)
             changed = self.cluster.version != version or self.cluster.dirty
-            if not (changed or self.cluster.decisions or self._audit):
+            wake = self.cluster.next_wakeup()
+            due = wake is not None and wake <= now
+            if not (changed or due or self.cluster.decisions or self._audit):
                 return
             batch = _Batch()
             self._settle(now, batch)
@@ -352,6 +395,8 @@ class Engine(ReadModel):
             self._check_namespace(kind, namespace)
             if kind is NAMESPACE:
                 doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
+            if kind.kind == "AdmissionCheck":
+                doc.pop("status", None)  # written through its status subresource only
             obj = documents.parse(doc)
             wl_key = self.key_of(WORKLOAD, namespace, name)
             if (kind.job or kind is WORKLOAD) and wl_key in self.objects:
@@ -411,6 +456,10 @@ class Engine(ReadModel):
     def _apply(self, obj: KueueObject | None, now: float) -> None:
         if obj is None:  # a gpuaas kind (GpuaasConfiguration): stored, not for the core
             return
+        if isinstance(obj, AdmissionCheck):
+            self.cluster.apply(obj, now)
+            self._mark_served(obj)
+            return
         try:
             self.cluster.apply(obj, now)
         except (ValueError, KeyError, TypeError) as exc:
@@ -453,6 +502,10 @@ class Engine(ReadModel):
                 )
             if kind is NAMESPACE:
                 doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
+            if kind.kind == "AdmissionCheck":  # its status (Active) stays what was written
+                doc.pop("status", None)
+                if "status" in old.doc:
+                    doc["status"] = old.doc["status"]
             obj = documents.parse(doc)
             now = self.clock()
             batch = _Batch()

@@ -45,8 +45,21 @@ def explain_workload(
         "quota": [],
         "suggestions": [],
     }
+    out["admissionChecks"] = [
+        {"name": c.name, "state": c.state.value, "message": c.message}
+        for c in st.admission_checks.values()
+    ]
     if st.phase != Phase.PENDING:
-        if st.admission is not None:
+        waiting = [c.name for c in st.admission_checks.values() if c.state.value != "Ready"]
+        if st.phase == Phase.ADMITTED and waiting:
+            out["reason"] = (
+                f"quota reserved; waiting for admission check(s) {', '.join(waiting)} "
+                "to be Ready before it is Admitted"
+            )
+            out["suggestions"].append(
+                "its check controller decides: a check's state is in status.admissionChecks"
+            )
+        elif st.admission is not None:
             out["suggestions"].append(
                 f"nothing to change: it holds quota in ClusterQueue {st.admission.cluster_queue}"
             )

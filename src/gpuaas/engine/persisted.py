@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaas.core.state import Admission, Event, PodSetAssignment, WorkloadState
+from gpuaas.core.state import (
+    Admission,
+    AdmissionCheckStatus,
+    CheckStateValue,
+    Event,
+    PodSetAssignment,
+    WorkloadState,
+)
 from gpuaas.store import EventRecord
 
 JsonDoc = dict[str, Any]
@@ -31,7 +38,11 @@ def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
                 (p.name, tuple(sorted(p.flavors.items())), p.count) for p in st.admission.pod_sets
             ),
         )
-    return (st.phase, conds, adm, st.admitted_at)
+    checks = tuple(
+        (c.name, c.state, c.message, c.last_transition_time, c.retry_count)
+        for c in st.admission_checks.values()
+    )
+    return (st.phase, conds, adm, st.admitted_at, checks)
 
 
 def internal_state(st: WorkloadState) -> JsonDoc:
@@ -51,6 +62,28 @@ def internal_state(st: WorkloadState) -> JsonDoc:
             ],
         }
         out["admittedAt"] = st.admitted_at
+    if st.admission_checks:
+        out["checks"] = [c.to_dict() for c in st.admission_checks.values()]
+    return out
+
+
+def checks_from_internal(internal: JsonDoc) -> list[AdmissionCheckStatus]:
+    """The admission check states a restart gives back to a restored admission."""
+    out = []
+    for raw in internal.get("checks") or []:
+        if not isinstance(raw, dict):
+            continue
+        after, retries = raw.get("requeueAfterSeconds"), raw.get("retryCount")
+        out.append(
+            AdmissionCheckStatus(
+                str(raw["name"]),
+                CheckStateValue(str(raw["state"])),
+                str(raw.get("message", "")),
+                float(raw["lastTransitionTime"]),
+                int(after) if after is not None else None,
+                int(retries) if retries is not None else None,
+            )
+        )
     return out
 
 

@@ -209,6 +209,28 @@ class ReadModel:
         with self._lock:
             return self.cluster.finish(key, now, succeeded=succeeded)
 
+    def check_controller_name(self, check: str) -> str | None:
+        """The ``controllerName`` of AdmissionCheck ``check``, if it exists."""
+        with self._lock:
+            ac = self.cluster.admission_checks.get(check)
+            return ac.controller_name if ac is not None else None
+
+    def set_check_state(
+        self,
+        key: str,
+        check: str,
+        state: str,
+        message: str,
+        now: float,
+        requeue_after_seconds: int | None = None,
+    ) -> None:
+        """A check controller sets its check's state on a workload holding quota.
+
+        Raises the core's ``ApplyError`` (workload without quota, check that does not apply).
+        """
+        with self._lock:
+            self.cluster.set_check_state(key, check, state, message, now, requeue_after_seconds)
+
     def set_condition(
         self, key: str, type_: str, status: str, reason: str, message: str, now: float
     ) -> bool:

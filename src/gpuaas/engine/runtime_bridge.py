@@ -168,7 +168,7 @@ class RuntimeBridge:
         for w in engine.workloads(phases=HOLDING):
             if w.phase == Phase.EVICTING:
                 self._stop_or_confirm(engine, w.key, running, now)
-            elif w.key not in running and self._runs_pods(engine, w):
+            elif w.key not in running and not w.awaiting_checks and self._runs_pods(engine, w):
                 msg = "its pods were gone when the server started again; requeued to run anew"
                 log.warning("Workload %s: %s", w.key, msg)
                 engine.evict(w.key, PODS_LOST, msg, now)
@@ -200,7 +200,7 @@ class RuntimeBridge:
         admitted = {w.key: w for w in engine.workloads(keys=self._to_start)}
         for key in sorted(self._to_start):
             w = admitted.get(key)
-            if w is None or w.phase != Phase.ADMITTED:
+            if w is None or w.phase != Phase.ADMITTED or w.awaiting_checks:
                 self._to_start.discard(key)
                 self._warned.pop(key, None)
                 continue
@@ -288,7 +288,7 @@ class RuntimeBridge:
                 self._forget(key)
             elif st.phase == Phase.EVICTING:
                 engine.confirm_stopped(key, now)
-            elif st.phase == Phase.ADMITTED:
+            elif st.phase == Phase.ADMITTED and not st.awaiting_checks:
                 self._to_start.add(key)  # stopped while still admitted: run it again
         elif ev.kind in (EventKind.SUCCEEDED, EventKind.FAILED):
             if st is None:

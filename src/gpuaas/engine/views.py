@@ -74,6 +74,15 @@ class WorkloadView:
     why_pending: str | None = None
     position: int | None = None
     queue_length: int | None = None
+    # (check name, state, message) of every admission check that applies, in the CQ's order
+    admission_checks: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def awaiting_checks(self) -> bool:
+        """Holds quota, but not every admission check is Ready: no pod may run yet."""
+        return self.phase == Phase.ADMITTED and any(
+            s != "Ready" for _, s, _ in self.admission_checks
+        )
 
     @property
     def namespace(self) -> str:
@@ -222,6 +231,9 @@ def workload_view(
         why_pending=cluster.why_pending(st.key) if why and st.phase == Phase.PENDING else None,
         position=position[0] if position else None,
         queue_length=position[1] if position else None,
+        admission_checks=tuple(
+            (c.name, c.state.value, c.message) for c in st.admission_checks.values()
+        ),
     )
 
 

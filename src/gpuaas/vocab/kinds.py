@@ -64,6 +64,7 @@ KINDS: tuple[Kind, ...] = (
         False,
         ("wpc",),
     ),
+    Kind("AdmissionCheck", KUEUE_GROUP, KUEUE_VERSIONS, "admissionchecks", False),
     Kind("LocalQueue", KUEUE_GROUP, KUEUE_VERSIONS, "localqueues", True, ("lq", "queue", "queues")),
     Kind("Workload", KUEUE_GROUP, KUEUE_VERSIONS, "workloads", True, ("wl", "kwl")),
     Kind("Job", "batch", ("v1",), "jobs", True, ("job",), job=True),

@@ -45,6 +45,21 @@ def workload_status(st: WorkloadState) -> JsonDoc:
             for c in sorted(st.conditions.values(), key=lambda c: c.last_transition_time)
         ]
     }
+    if st.admission_checks:
+        checks = []
+        for c in st.admission_checks.values():
+            entry: JsonDoc = {
+                "name": c.name,
+                "state": c.state.value,
+                "message": c.message,
+                "lastTransitionTime": rfc3339(c.last_transition_time),
+            }
+            if c.requeue_after_seconds is not None:
+                entry["requeueAfterSeconds"] = c.requeue_after_seconds
+            if c.retry_count is not None:
+                entry["retryCount"] = c.retry_count
+            checks.append(entry)
+        status["admissionChecks"] = checks
     if st.admission is not None:
         status["admission"] = {
             "clusterQueue": st.admission.cluster_queue,

@@ -413,7 +413,12 @@ function workloadRow(w) {
     <td class="nowrap">${h(w.priority)}<div class="small muted">${h(w.priorityClass || "")}</div></td>
     <td>${flavors}</td><td>${preempted}</td>
     <td class="num">${w.position ? `${w.position} / ${w.queueLength}` : "—"}</td>
-    <td class="why">${h(w.whyPending || "")}</td></tr>`;
+    <td class="why">${h(w.whyPending || checksWaiting(w))}</td></tr>`;
+}
+function checksWaiting(w) {
+  if (!w.awaitingChecks) return "";
+  const open = w.admissionChecks.filter((c) => c.state !== "Ready").map((c) => `${c.name} (${c.state})`);
+  return `quota reserved; waiting for admission checks: ${open.join(", ")}`;
 }
 function bindWorkloadToolbar() {
   const input = $("#wl-search");
@@ -433,6 +438,7 @@ function renderWorkloadDetail(s, [ns, name]) {
     ${w.position ? `<p>Position <b>${w.position}</b> of ${w.queueLength} in ClusterQueue ${h(w.clusterQueue)}.</p>` : ""}
     ${ex && ex.suggestions.length ? `<h3>What would admit it</h3><ul class="suggest">${ex.suggestions.map((x) => `<li>${h(x)}</li>`).join("")}</ul>` : ""}
     ${ex && ex.quota.length ? `<table class="section"><thead><tr><th>Flavor</th><th>Resource</th><th class="num">Requested</th><th class="num">Nominal</th><th class="num">Used</th><th class="num">Free</th></tr></thead><tbody>${ex.quota.map((q) => `<tr><td>${h(q.flavor)}</td><td>${h(q.resource)}</td><td class="num">${h(q.requested)}</td><td class="num">${h(q.nominal)}</td><td class="num">${h(q.used)}</td><td class="num">${h(q.free)}</td></tr>`).join("")}</tbody></table>` : ""}</div>` : "";
+  const checks = w.admissionChecks && w.admissionChecks.length ? `<div class="card"><h2>Admission checks</h2>${w.awaitingChecks ? `<p class="why-box">${h(checksWaiting(w))}</p>` : ""}<table class="section"><thead><tr><th>Check</th><th>State</th><th>Message</th></tr></thead><tbody>${w.admissionChecks.map((c) => `<tr data-check="${h(c.name)}"><td><b>${h(c.name)}</b></td><td>${h(c.state)}</td><td class="msg">${h(c.message)}</td></tr>`).join("")}</tbody></table></div>` : "";
   const timeline = (d.events || []).slice().reverse().map((e) => `<li class="${eventClass(e)} ${h(e.type)}"><span class="muted small">${fmtTime(e.eventTime)}</span> <b>${h(e.reason)}</b><div class="small">${h(e.message)}</div></li>`).join("");
   return `<div class="page-head"><div><a href="#/workloads" class="small">← Workloads</a><h1>${h(key)} <span data-key="${h(key)}" data-state="${h(w.state)}">${w.state === "Evicted" ? `${badge("Evicted")} ${badge("Pending")}` : badge(w.state)}</span></h1></div></div>
   <div class="grid two">
@@ -447,6 +453,7 @@ function renderWorkloadDetail(s, [ns, name]) {
       <dt>Requeues</dt><dd>${h(w.requeues)}</dd></dl></div>
     ${why || `<div class="card"><h2>Admission</h2><p>${w.state === "Admitted" ? `Holds quota in ClusterQueue <b>${h(w.clusterQueue)}</b>.` : h(w.state)}</p></div>`}
   </div>
+  ${checks}
   <div class="grid section" style="grid-template-columns: minmax(0, 3fr) minmax(0, 2fr)">
     <div class="card"><h2>Conditions</h2>${conds ? `<div class="table-wrap"><table><thead><tr><th>Type</th><th>Status</th><th>Reason</th><th>Message</th><th>Since</th></tr></thead><tbody>${conds}</tbody></table></div>` : `<p class="empty">${d.doc ? "No conditions." : "Loading…"}</p>`}</div>
     <div class="card"><h2>Events</h2>${timeline ? `<ul class="timeline">${timeline}</ul>` : `<p class="empty">${d.events ? "No events." : "Loading…"}</p>`}</div>
