@@ -106,7 +106,7 @@ class Engine(ReadModel):
         self.hub = WatchHub()
         self._lock = threading.RLock()
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
-        self.cluster = self._new_cluster()
+        self._cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
         self.rv = 0
         self._event_id = 0
@@ -126,7 +126,7 @@ class Engine(ReadModel):
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
         self._loads += 1
-        self.cluster = self._new_cluster()
+        self._cluster = self._new_cluster()
         self.objects = {r.key: r for r in loaded.objects}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
@@ -155,12 +155,12 @@ class Engine(ReadModel):
             if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
                 admission, admitted_at = restored
                 checks = persisted.checks_from_internal(rec.internal)
-                self.cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
+                self._cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
             else:
-                self.cluster.apply(obj, rec.created)
+                self._cluster.apply(obj, rec.created)
                 if phase == Phase.FINISHED:
-                    self.cluster.finish(obj.key, rec.created)
-            st = self.cluster.workloads.get(obj.key)
+                    self._cluster.finish(obj.key, rec.created)
+            st = self._cluster.workloads.get(obj.key)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
         # 3. Settle at the current time and persist what changed.
@@ -183,17 +183,17 @@ class Engine(ReadModel):
         Active (Kueue's controllers set that condition when they can evaluate the check)."""
         with self._lock:
             self._served_checks.add(controller_name)
-            for ac in list(self.cluster.admission_checks.values()):
+            for ac in list(self._cluster.admission_checks.values()):
                 self._mark_served(ac)
 
     def _mark_served(self, ac: AdmissionCheck) -> None:
         if ac.controller_name in self._served_checks:
-            self.cluster.set_check_active(ac.name, True)
+            self._cluster.set_check_active(ac.name, True)
 
     def _restore_apply(self, rec: ObjectRecord, doc: JsonDoc) -> None:
         try:
             obj = parse_object(doc)
-            self.cluster.apply(obj, rec.created)
+            self._cluster.apply(obj, rec.created)
             if isinstance(obj, AdmissionCheck):
                 self._mark_served(obj)
         except ManifestError as exc:
@@ -262,18 +262,18 @@ class Engine(ReadModel):
     def _settle(self, now: float, batch: _Batch) -> None:
         # Every decision and event since the last settle, those of apply/delete included; both
         # are drained so that they do not grow for the life of the server.
-        decisions = self.cluster.schedule(now)
+        decisions = self._cluster.schedule(now)
         events = self._take_events()
         for _ in range(_OBSERVER_ROUNDS):
-            version = self.cluster.version
+            version = self._cluster.version
             for obs in self.observers:
                 obs.on_decisions(self, decisions, now)
             events += self._take_events()
-            if self.cluster.version == version and not self.cluster.decisions:
+            if self._cluster.version == version and not self._cluster.decisions:
                 break
             # Observers acted on the cluster (evict, confirm_stopped, finish): settle again and
             # show them what that caused (an admission after a stop), so they can act on it too.
-            decisions = self.cluster.schedule(now)
+            decisions = self._cluster.schedule(now)
             events += self._take_events()
         self._collect_statuses(batch)
         self._collect_events(events, batch)
@@ -281,7 +281,7 @@ class Engine(ReadModel):
     def _take_events(self) -> list[Event]:
         """The core's and the adapters' (``record_event``) events since the last call, in order."""
         events, self._audit = self._audit, []
-        return events + self.cluster.take_events()
+        return events + self._cluster.take_events()
 
     @staticmethod
     def _new_batch() -> _Batch:
@@ -305,9 +305,9 @@ class Engine(ReadModel):
     def _collect_statuses(self, batch: _Batch) -> None:
         # Only workloads the core marked as possibly changed: comparing every workload after
         # each request would make a write cost O(workloads).
-        dirty, self.cluster.dirty = self.cluster.dirty, set()
+        dirty, self._cluster.dirty = self._cluster.dirty, set()
         for key in sorted(dirty):
-            st = self.cluster.workloads.get(key)
+            st = self._cluster.workloads.get(key)
             if st is None:
                 self._fingerprints.pop(key, None)
                 continue
@@ -357,13 +357,13 @@ class Engine(ReadModel):
         with self._lock:
             self._reload_if_failed()
             now = self.clock()
-            version = self.cluster.version
+            version = self._cluster.version
             for obs in self.observers:
                 obs.on_tick(self, now)
-            changed = self.cluster.version != version or self.cluster.dirty
-            wake = self.cluster.next_wakeup()
+            changed = self._cluster.version != version or self._cluster.dirty
+            wake = self._cluster.next_wakeup()
             due = wake is not None and wake <= now
-            if not (changed or due or self.cluster.decisions or self._audit):
+            if not (changed or due or self._cluster.decisions or self._audit):
                 return
             batch = _Batch()
             self._settle(now, batch)
@@ -375,7 +375,7 @@ class Engine(ReadModel):
         with self._lock:
             self._reload_if_failed()
             now = self.clock()
-            if not self.cluster.finish(f"{namespace}/{name}", now):
+            if not self._cluster.finish(f"{namespace}/{name}", now):
                 return False
             batch = _Batch()
             self._settle(now, batch)
@@ -457,11 +457,11 @@ class Engine(ReadModel):
         if obj is None:  # a gpuaas kind (GpuaasConfiguration): stored, not for the core
             return
         if isinstance(obj, AdmissionCheck):
-            self.cluster.apply(obj, now)
+            self._cluster.apply(obj, now)
             self._mark_served(obj)
             return
         try:
-            self.cluster.apply(obj, now)
+            self._cluster.apply(obj, now)
         except (ValueError, KeyError, TypeError) as exc:
             # The core refused after parsing accepted it; its state may be half-changed, so it is
             # rebuilt from the store (this request's writes were never submitted).
@@ -572,9 +572,9 @@ class Engine(ReadModel):
             wl_key = ObjectKey(WORKLOAD.gk, key.namespace, key.name)
             if wl_key in self.objects:
                 self._remove(batch, wl_key)
-            self.cluster.delete("Workload", ns, key.name, now)
+            self._cluster.delete("Workload", ns, key.name, now)
         elif kind is not WORKLOAD or not self._is_owned(key):
-            self.cluster.delete(kind.kind, ns, key.name, now)
+            self._cluster.delete(kind.kind, ns, key.name, now)
 
     def _is_owned(self, key: ObjectKey) -> bool:
         rec = self.objects.get(key)

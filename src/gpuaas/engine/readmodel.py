@@ -44,7 +44,7 @@ class ReadModel:
     """Reads (stored documents as shown, and views) and observer actions; see the module
     docstring."""
 
-    cluster: Cluster
+    _cluster: Cluster
     objects: dict[ObjectKey, ObjectRecord]
     rv: int
     store: Store
@@ -84,7 +84,7 @@ class ReadModel:
         if kind.kind == "RayCluster":
             key = f"{rec.key.namespace}/{rec.key.name}"
             live = self.job_status(key) if self.job_status is not None else None
-            st = self.cluster.workloads.get(key)
+            st = self._cluster.workloads.get(key)
             return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
         if kind.kind not in ("ClusterQueue", "LocalQueue"):
             return rec.doc
@@ -94,21 +94,21 @@ class ReadModel:
         else:
             cq = str((rec.doc.get("spec") or {}).get("clusterQueue", ""))
             doc["status"] = queries.local_queue_status(
-                self.cluster, rec.key.namespace, rec.key.name, cq
+                self._cluster, rec.key.namespace, rec.key.name, cq
             )
         return doc
 
     def _core_cq(self, name: str) -> ClusterQueue | None:
-        return queries.core_cq(self.cluster, name)
+        return queries.core_cq(self._cluster, name)
 
     def _cq_status(self, name: str) -> JsonDoc:
-        return queries.cq_status(self.cluster, name)
+        return queries.cq_status(self._cluster, name)
 
     def cluster_queue_summary(self) -> list[JsonDoc]:
         """Per ClusterQueue: cohort, quotas and limits, usage, pending and admitted counts."""
         with self._lock:
             names = [k.name for k in self.objects if k.gk == BY_KIND["ClusterQueue"].gk]
-            return queries.cluster_queue_summary(self.cluster, names)
+            return queries.cluster_queue_summary(self._cluster, names)
 
     def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
         return self.store.events(namespace=namespace, obj=obj)
@@ -117,9 +117,9 @@ class ReadModel:
         """Why a workload is pending, where it stands in its queue, and what would admit it."""
         with self._lock:
             key = f"{namespace}/{name}"
-            if key not in self.cluster.workloads:
+            if key not in self._cluster.workloads:
                 raise NotFound(f"Workload {key} not found")
-            return explain_workload(self.cluster, key, self._core_cq)
+            return explain_workload(self._cluster, key, self._core_cq)
 
     # -- reads ----------------------------------------------------------------------------------
     @property
@@ -141,7 +141,7 @@ class ReadModel:
         pending" if ``why_pending``); with ``local_queues`` the LocalQueues' counts and usage."""
         with self._lock:
             return views.cluster_view(
-                self.cluster,
+                self._cluster,
                 self.rv,
                 workloads=workloads,
                 namespaces=namespaces,
@@ -152,8 +152,8 @@ class ReadModel:
     def workload(self, key: str, *, why_pending: bool = False) -> WorkloadView | None:
         """One workload (``namespace/name``), or None if the core has no such workload."""
         with self._lock:
-            st = self.cluster.workloads.get(key)
-            return None if st is None else views.workload_view(self.cluster, st, why=why_pending)
+            st = self._cluster.workloads.get(key)
+            return None if st is None else views.workload_view(self._cluster, st, why=why_pending)
 
     def workloads(
         self,
@@ -165,13 +165,13 @@ class ReadModel:
         """Workloads in creation order, narrowed by key, namespace and phase."""
         with self._lock:
             return views.workload_views(
-                self.cluster, keys=keys, namespaces=namespaces, phases=phases
+                self._cluster, keys=keys, namespaces=namespaces, phases=phases
             )
 
     def flavor(self, name: str) -> ResourceFlavor | None:
         """A ResourceFlavor's parsed spec (shared: the core replaces it on apply)."""
         with self._lock:
-            return self.cluster.flavors.get(name)
+            return self._cluster.flavors.get(name)
 
     def stored(self, key: ObjectKey) -> StoredView | None:
         """The stored object at ``key`` (its document as last written), if any."""
@@ -197,22 +197,22 @@ class ReadModel:
     def evict(self, key: str, reason: str, message: str, now: float) -> bool:
         """Begin evicting an admitted workload (Kueue's Evicted reason ``reason``)."""
         with self._lock:
-            return self.cluster.evict(key, reason, message, now)
+            return self._cluster.evict(key, reason, message, now)
 
     def confirm_stopped(self, key: str, now: float) -> None:
         """An evicted workload's pods are gone: its quota is released and it is requeued."""
         with self._lock:
-            self.cluster.confirm_stopped(key, now)
+            self._cluster.confirm_stopped(key, now)
 
     def finish_now(self, key: str, now: float, *, succeeded: bool = True) -> bool:
         """A workload's pods ended: it finishes and releases its quota."""
         with self._lock:
-            return self.cluster.finish(key, now, succeeded=succeeded)
+            return self._cluster.finish(key, now, succeeded=succeeded)
 
     def check_controller_name(self, check: str) -> str | None:
         """The ``controllerName`` of AdmissionCheck ``check``, if it exists."""
         with self._lock:
-            ac = self.cluster.admission_checks.get(check)
+            ac = self._cluster.admission_checks.get(check)
             return ac.controller_name if ac is not None else None
 
     def set_check_state(
@@ -229,17 +229,17 @@ class ReadModel:
         Raises the core's ``ApplyError`` (workload without quota, check that does not apply).
         """
         with self._lock:
-            self.cluster.set_check_state(key, check, state, message, now, requeue_after_seconds)
+            self._cluster.set_check_state(key, check, state, message, now, requeue_after_seconds)
 
     def set_condition(
         self, key: str, type_: str, status: str, reason: str, message: str, now: float
     ) -> bool:
         """Set an adapter's condition (e.g. ``GPUIdle``) on a workload; True if it changed."""
         with self._lock:
-            st = self.cluster.workloads.get(key)
+            st = self._cluster.workloads.get(key)
             if st is None or not st.set_condition(type_, status, reason, message, now):
                 return False
-            self.cluster.dirty.add(key)  # its status is written at the end of this settle
+            self._cluster.dirty.add(key)  # its status is written at the end of this settle
             return True
 
     def record_event(self, event: Event) -> None:
@@ -248,5 +248,5 @@ class ReadModel:
         with self._lock:
             # The core's events so far go first, so the trail keeps the order things happened
             # in (a pod's Stopped before the Requeued its confirm_stopped causes).
-            self._audit += self.cluster.take_events()
+            self._audit += self._cluster.take_events()
             self._audit.append(event)

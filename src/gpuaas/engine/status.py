@@ -68,7 +68,7 @@ def update_check_states(engine: Engine, namespace: str, name: str, doc: JsonDoc)
     with engine._lock:
         engine._reload_if_failed()
         entries = _entries(owner, doc)
-        st = engine.cluster.workloads.get(key)
+        st = engine._cluster.workloads.get(key)
         if st is None:
             raise NotFound(f"{owner} not found")
         changes = []
@@ -92,7 +92,7 @@ def update_check_states(engine: Engine, namespace: str, name: str, doc: JsonDoc)
         now = engine.clock()
         try:
             for check, state, message, after in changes:
-                engine.cluster.set_check_state(key, check, state, message, now, after)
+                engine._cluster.set_check_state(key, check, state, message, now, after)
         except ApplyError as exc:  # checked above; a refusal here would be a bug
             engine._load_after_failure()
             raise Invalid(str(exc)) from exc
