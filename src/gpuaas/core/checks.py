@@ -94,6 +94,10 @@ class CheckGate:
     def on_reserve(self, wl: WorkloadState, spec: ClusterQueue, now: float) -> bool:
         """Quota was just reserved: list the checks that apply (kept states stay, new ones are
         Pending). True when every one is already Ready (or none applies)."""
+        if not spec.admission_checks:  # the common case: nothing to wait for
+            if wl.admission_checks:
+                wl.admission_checks = {}
+            return True
         assert wl.admission is not None
         names = applicable(spec, wl.admission)
         old = wl.admission_checks
@@ -117,7 +121,7 @@ class CheckGate:
         self,
         key: str,
         check: str,
-        state: CheckStateValue,
+        state_name: str,
         message: str,
         now: float,
         requeue_after_seconds: int | None = None,
@@ -131,6 +135,14 @@ class CheckGate:
         wl = c.workloads.get(key)
         obj = f"Workload {key}"
         field = f"status.admissionChecks[{check}]"
+        try:
+            state = CheckStateValue(state_name)
+        except ValueError:
+            raise ApplyError(
+                obj,
+                f"{field}.state",
+                f"must be one of Pending, Ready, Retry, Rejected, got {state_name!r}",
+            ) from None
         if wl is None:
             raise ApplyError(obj, field, "the workload doesn't exist")
         if wl.phase != Phase.ADMITTED or wl.admission is None:

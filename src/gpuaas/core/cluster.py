@@ -14,8 +14,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from gpuaas.core import pending
+from gpuaas.core.backoff import Backoff
 from gpuaas.core.cache import CQState
-from gpuaas.core.checks import CheckGate, inactive_reason
+from gpuaas.core.checks import CheckGate
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
 from gpuaas.core.errors import ApplyError
@@ -36,16 +38,16 @@ from gpuaas.core.objects import (
 )
 from gpuaas.core.preemption import ClassicalPreemption, PreemptionSearch
 from gpuaas.core.queues import ClusterQueueQueue
-from gpuaas.core.quota import QuotaNode, quotas_of, recompute_tree
+from gpuaas.core.quota import QuotaNode, quotas_of
 from gpuaas.core.scheduler import Entry, Scheduler, classical_order_key
 from gpuaas.core.state import (
     Admission,
     AdmissionCheckStatus,
-    CheckStateValue,
     Event,
     Phase,
     WorkloadState,
 )
+from gpuaas.core.structure import rebuild
 
 MAX_CYCLES_PER_INSTANT = 20_000
 MAX_READMISSIONS = 5  # admissions of one workload within one instant before it counts as flapping
@@ -90,8 +92,7 @@ class Cluster:
         # (time, cq): when a workload's minimum runtime runs out it becomes a preemption
         # candidate, so the CQ's cohort tree must be looked at again then.
         self._wakeups: list[tuple[float, str]] = []
-        # (time, uid, key): workloads kept out of their queue until then (a check's Retry).
-        self._backoff: list[tuple[float, int, str]] = []
+        self.backoff = Backoff()  # workloads kept out of their queue for a while (a Retry)
         self.events: list[Event] = []  # Kueue's events since the last take_events()
         self.decisions: list[Decision] = []  # since the last take_decisions() or schedule()
         self._seq = 0
@@ -247,90 +248,11 @@ class Cluster:
 
     # --- structure: quota tree, activeness, routing -------------------------------------
     def refresh_structure(self) -> None:
+        """Rebuild the cohort tree, activeness and warnings if a non-Workload object changed."""
         if not self._tree_dirty:
             return
         self._tree_dirty = False
-        self._warnings = []
-        nodes: dict[str, QuotaNode] = {}
-        for name, co in self.cohorts.items():
-            node = self.cohort_nodes.get(name) or QuotaNode(name, False, {})
-            node.quotas = quotas_of(co.resource_groups)
-            nodes[name] = node
-        for cq in self.cqs.values():
-            if cq.spec.cohort and cq.spec.cohort not in nodes:
-                nodes[cq.spec.cohort] = self.cohort_nodes.get(cq.spec.cohort) or QuotaNode(
-                    cq.spec.cohort, False, {}
-                )
-        for co in self.cohorts.values():
-            if co.parent and co.parent not in nodes:
-                nodes[co.parent] = self.cohort_nodes.get(co.parent) or QuotaNode(
-                    co.parent, False, {}
-                )
-        for node in nodes.values():
-            node.children = []
-            node.parent = None
-            if node.name not in self.cohorts:
-                node.quotas = {}
-        cyclic: set[str] = set()
-        for name, co in sorted(self.cohorts.items()):
-            if co.parent:
-                nodes[name].parent = nodes[co.parent]
-                nodes[co.parent].children.append(nodes[name])
-        for name in sorted(nodes):
-            seen: set[str] = set()
-            walk: QuotaNode | None = nodes[name]
-            while walk is not None:
-                if walk.name in seen:
-                    cyclic.add(name)
-                    break
-                seen.add(walk.name)
-                walk = walk.parent
-        for name in cyclic:  # break cycles so that tree walks terminate
-            cnode = nodes[name]
-            if cnode.parent is not None and cnode in cnode.parent.children:
-                cnode.parent.children.remove(cnode)
-            cnode.parent = None
-        for cq in sorted(self.cqs.values(), key=lambda c: c.name):
-            cq.node.parent = None
-            if cq.spec.cohort:
-                parent = nodes[cq.spec.cohort]
-                cq.node.parent = parent
-                parent.children.append(cq.node)
-        self.cohort_nodes = nodes
-        for node in list(nodes.values()) + [cq.node for cq in self.cqs.values()]:
-            if node.parent is None:
-                recompute_tree(node)
-        for cq in self.cqs.values():
-            cq.generation += 1
-            cq.inactive_reason = self._inactive_reason(cq, cyclic)
-            if cq.inactive_reason:
-                self._warnings.append(f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}")
-        for (ns, name), lq in sorted(self.local_queues.items()):
-            if lq.cluster_queue not in self.cqs:
-                self._warnings.append(
-                    f"LocalQueue {ns}/{name} references ClusterQueue {lq.cluster_queue}, which doesn't exist"
-                )
-        self._requeue_all()
-
-    def _inactive_reason(self, cq: CQState, cyclic: set[str]) -> str | None:
-        missing = sorted(
-            {fq.name for rg in cq.spec.resource_groups for fq in rg.flavors} - set(self.flavors)
-        )
-        if missing:
-            return f"references missing ResourceFlavor(s): {', '.join(missing)}"
-        checks = inactive_reason(cq.spec, self.admission_checks, self._checks_active())
-        if checks:
-            return checks
-        if cq.spec.stop_policy != StopPolicy.NONE:
-            return f"stopped (stopPolicy {cq.spec.stop_policy.value})"
-        if cq.terminating:
-            return "terminating"
-        node = cq.node.parent
-        while node is not None:
-            if node.name in cyclic:
-                return f"cohort {node.name} is part of a cycle"
-            node = node.parent
-        return None
+        rebuild(self)
 
     def _checks_active(self) -> dict[str, bool]:
         return {name: self.check_is_active(name) for name in self.admission_checks}
@@ -360,34 +282,11 @@ class Cluster:
         requeue_after_seconds: int | None = None,
     ) -> None:
         """An admission check's controller sets its state on a workload holding quota."""
-        try:
-            value = CheckStateValue(state)
-        except ValueError:
-            raise ApplyError(
-                f"Workload {key}",
-                f"status.admissionChecks[{check}].state",
-                f"must be one of Pending, Ready, Retry, Rejected, got {state!r}",
-            ) from None
-        self.gate.set_state(key, check, value, message, now, requeue_after_seconds)
+        self.gate.set_state(key, check, state, message, now, requeue_after_seconds)
 
     def requeue_after(self, wl: WorkloadState, at: float) -> None:
-        """Requeue with back-off: keep a pending workload out of its queue until ``at``.
-
-        The one back-off mechanism: an admission check's Retry uses it, and so can anything
-        that evicts and wants the workload back later.
-        """
-        wl.requeue_at = at
-        wl.pending_reason = f"waiting for its back-off to end at t={at:g}"
-        heapq.heappush(self._backoff, (at, wl.uid, wl.key))
-
-    def _release_backoffs(self, now: float) -> None:
-        while self._backoff and self._backoff[0][0] <= now:
-            at, _, key = heapq.heappop(self._backoff)
-            wl = self.workloads.get(key)
-            if wl is None or wl.phase != Phase.PENDING or wl.requeue_at != at:
-                continue
-            wl.requeue_at = None
-            self.push(wl)
+        """Requeue with back-off: keep a pending workload out of its queue until ``at``."""
+        self.backoff.park(wl, at)
 
     def _requeue_all(self) -> None:
         for cq in self.cqs.values():
@@ -562,8 +461,8 @@ class Cluster:
             _, name = heapq.heappop(self._wakeups)
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name], now)
-        if self._backoff:
-            self._release_backoffs(now)
+        for wl in self.backoff.due(now, self.workloads):
+            self.push(wl)
         self.admitted_now.clear()
         for _ in range(MAX_CYCLES_PER_INSTANT):
             heads = self._pop_heads()
@@ -624,8 +523,9 @@ class Cluster:
 
     def next_wakeup(self) -> float | None:
         """The next instant at which ``schedule`` has something new to look at, if any."""
-        times = [q[0][0] for q in (self._wakeups, self._backoff) if q]
-        times += [at for _, at in self._pending_requeue.values()]
+        times = [at for _, at in self._pending_requeue.values()]
+        times += [t for t in (self.backoff.next_at(),) if t is not None]
+        times += [self._wakeups[0][0]] if self._wakeups else []
         return min(times) if times else None
 
     def warnings(self) -> list[str]:
@@ -643,33 +543,12 @@ class Cluster:
         return [self.workloads[k] for k in cq.queue.ordered()]
 
     def position(self, key: str) -> int | None:
-        wl = self.workloads.get(key)
-        if wl is None or wl.phase != Phase.PENDING or wl.cluster_queue not in self.cqs:
-            return None
-        order = self.cqs[wl.cluster_queue].queue.ordered()
-        return order.index(key) if key in order else None
+        """0-based place of a pending workload in its ClusterQueue's order, if queued."""
+        return pending.position(self, key)
 
     def why_pending(self, key: str) -> str:
-        wl = self.workloads.get(key)
-        if wl is None:
-            return f"workload {key} doesn't exist"
-        if wl.phase != Phase.PENDING:
-            return f"workload {key} is {wl.phase.value}, not pending"
-        if wl.cluster_queue is None:
-            return wl.pending_reason or "not routed to a ClusterQueue"
-        cq = self.cqs.get(wl.cluster_queue)
-        if cq is None:
-            return f"ClusterQueue {wl.cluster_queue} doesn't exist"
-        if not cq.active:
-            return f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}"
-        pos = self.position(key)
-        where = (
-            f"position {pos + 1} of {len(cq.queue)} in ClusterQueue {cq.name}"
-            if pos is not None
-            else ""
-        )
-        reason = wl.pending_reason or "waiting for its turn in the queue"
-        return f"{reason} ({where})" if where else reason
+        """Plain words: why the workload is not admitted, with its place in the queue."""
+        return pending.why_pending(self, key)
 
     # --- lifecycle (delegated) ------------------------------------------------------------
     def finish(self, key: str, now: float, succeeded: bool = True) -> bool:

@@ -206,7 +206,7 @@ class Lifecycle:
             c.add_wakeup(now + cq.spec.min_runtime_seconds, cq.name)
         c.version += 1
         flavors = tuple(
-            (ps.name, r, f) for ps in admission.pod_sets for r, f in sorted(ps.flavors.items())
+            [(ps.name, r, f) for ps in admission.pod_sets for r, f in ps.flavors.items()]
         )
         wait = now - wl.created_at
         reserve = Reserve(key, now, cq.name, flavors, wait)

@@ -170,12 +170,10 @@ class Engine(ReadModel):
             self.committer.submit(batch.writes).result(timeout=self.commit_timeout)
 
     def _new_cluster(self) -> Cluster:
-        # Kueue's 1 s requeueBatchPeriod on the wall clock: a released inadmissible workload
-        # may be admitted up to about 1 s after the quota was freed (README says so).
+        # Kueue's 1 s requeueBatchPeriod on the wall clock (the README says so).
+        batch = REQUEUE_BATCH_SECONDS
         return Cluster(
-            self.config,
-            instant_evictions=self.instant_evictions,
-            requeue_batch_seconds=REQUEUE_BATCH_SECONDS,
+            self.config, instant_evictions=self.instant_evictions, requeue_batch_seconds=batch
         )
 
     def serve_checks(self, controller_name: str) -> None:
