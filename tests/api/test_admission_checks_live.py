@@ -94,6 +94,11 @@ def _drive(server: ServerProcess, c: httpx.Client) -> None:
     # 1. The check is not Active yet: the ClusterQueue is inactive and nothing reserves quota.
     time.sleep(0.5)
     assert not _reserved(c.get(f"{WL}/w").json())
+    [active_cond] = c.get(f"{KUEUE}/clusterqueues/cq").json()["status"]["conditions"]
+    assert (active_cond["status"], active_cond["reason"]) == ("False", "AdmissionCheckInactive")
+    assert active_cond["message"] == (
+        "Can't admit new workloads: references inactive AdmissionCheck(s): prov."
+    )
     active = {
         "status": {
             "conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "ok"}]

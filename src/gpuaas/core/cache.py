@@ -25,6 +25,7 @@ class CQState:
     )  # holding quota (incl. evicting)
     generation: int = 0  # Kueue's AllocatableResourceGeneration
     inactive_reason: str | None = None
+    inactive_code: str = ""  # Kueue's Active=False reason (FlavorNotFound, Stopped, ...)
     terminating: bool = False
     sticky: str | None = None  # BestEffortFIFO preemptor pinned to the head
     # The spec's name, fixed for the record's life (a replaced spec keeps it): read so often

@@ -52,26 +52,32 @@ def applicable(spec: ClusterQueue, admission: Admission) -> list[str]:
 
 def inactive_reason(
     spec: ClusterQueue, checks: Mapping[str, AdmissionCheck], is_active: Mapping[str, bool]
-) -> str | None:
-    """Why the ClusterQueue's checks keep it inactive, in Kueue's words; None when they don't."""
+) -> tuple[str, str] | None:
+    """Why the ClusterQueue's checks keep it inactive: Kueue's reason and message, or None."""
     names = [r.name for r in spec.admission_checks]
     if not names:
         return None
     missing = [n for n in names if n not in checks]
     if missing:
-        return f"references missing AdmissionCheck(s): {', '.join(missing)}"
+        return (
+            "AdmissionCheckNotFound",
+            f"references missing AdmissionCheck(s): {', '.join(missing)}",
+        )
     inactive = [n for n in names if not is_active.get(n, False)]
     if inactive:
-        return f"references inactive AdmissionCheck(s): {', '.join(inactive)}"
+        return (
+            "AdmissionCheckInactive",
+            f"references inactive AdmissionCheck(s): {', '.join(inactive)}",
+        )
     multi = [n for n in names if checks[n].controller_name == MULTIKUEUE_CONTROLLER]
     if len(multi) > 1:
-        return (
+        return "MultipleMultiKueueAdmissionChecks", (
             "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
             f"found: {', '.join(multi)}"
         )
     per_flavor = [r.name for r in spec.admission_checks if r.on_flavors and r.name in multi]
     if per_flavor:
-        return (
+        return "MultiKueueAdmissionCheckAppliedPerFlavor", (
             f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {', '.join(per_flavor)}"
         )
     return None

@@ -73,7 +73,8 @@ def rebuild(c: Cluster) -> None:
             recompute_tree(node)
     for cq in c.cqs.values():
         cq.generation += 1
-        cq.inactive_reason = inactive_reason_of(c, cq, cyclic)
+        why = inactive_reason_of(c, cq, cyclic)
+        cq.inactive_code, cq.inactive_reason = why if why is not None else ("", None)
         if cq.inactive_reason:
             c._warnings.append(f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}")
     for (ns, name), lq in sorted(c.local_queues.items()):
@@ -84,23 +85,24 @@ def rebuild(c: Cluster) -> None:
     c._requeue_all()
 
 
-def inactive_reason_of(c: Cluster, cq: CQState, cyclic: set[str]) -> str | None:
+def inactive_reason_of(c: Cluster, cq: CQState, cyclic: set[str]) -> tuple[str, str] | None:
+    """Why ``cq`` is inactive: Kueue's Active=False reason and a message, or None if active."""
     missing = sorted(
         {fq.name for rg in cq.spec.resource_groups for fq in rg.flavors} - set(c.flavors)
     )
     if missing:
-        return f"references missing ResourceFlavor(s): {', '.join(missing)}"
+        return "FlavorNotFound", f"references missing ResourceFlavor(s): {', '.join(missing)}"
     checks = inactive_reason(cq.spec, c.admission_checks, c._checks_active())
     if checks:
         return checks
     if cq.spec.stop_policy != StopPolicy.NONE:
-        return f"stopped (stopPolicy {cq.spec.stop_policy.value})"
+        return "Stopped", f"stopped (stopPolicy {cq.spec.stop_policy.value})"
     if cq.terminating:
-        return "terminating"
+        return "Terminating", "terminating"
     node = cq.node.parent
     while node is not None:
         if node.name in cyclic:
-            return f"cohort {node.name} is part of a cycle"
+            return "Unknown", f"cohort {node.name} is part of a cycle"
         node = node.parent
     return None
 

@@ -31,7 +31,10 @@ def cq_status(cluster: Cluster, name: str) -> JsonDoc:
         return {}
     pending, admitted = counts(cluster, name)
     usage = cluster.cluster_queue_usage(name)
-    return render.cluster_queue_status(cq, usage, pending, admitted, cluster.warnings())
+    cluster.refresh_structure()  # activeness as of every object applied so far
+    state = cluster.cqs[name]
+    inactive = None if state.active else (state.inactive_code, state.inactive_reason or "")
+    return render.cluster_queue_status(cq, usage, pending, admitted, inactive)
 
 
 def cluster_queue_summary(cluster: Cluster, names: list[str]) -> list[JsonDoc]:

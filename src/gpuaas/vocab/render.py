@@ -139,8 +139,9 @@ def cluster_queue_status(
     usage: dict[tuple[str, str], int],
     pending: int,
     admitted: int,
-    warnings: list[str],
+    inactive: tuple[str, str] | None,
 ) -> JsonDoc:
+    """Kueue's ClusterQueue status; ``inactive`` is (reason, message) when it is not Active."""
     flavors: list[JsonDoc] = []
     for group in cq.resource_groups:
         for fq in group.flavors:
@@ -159,21 +160,18 @@ def cluster_queue_status(
                     ],
                 }
             )
-    mine = [w for w in warnings if cq.name in w]
+    if inactive is None:
+        active = {"status": "True", "reason": "Ready", "message": "Can admit new workloads"}
+    else:
+        message = f"Can't admit new workloads: {inactive[1]}."
+        active = {"status": "False", "reason": inactive[0], "message": message}
     return {
         "pendingWorkloads": pending,
         "reservingWorkloads": admitted,
         "admittedWorkloads": admitted,
         "flavorsReservation": flavors,
         "flavorsUsage": flavors,
-        "conditions": [
-            {
-                "type": "Active",
-                "status": "False" if mine else "True",
-                "reason": "Inactive" if mine else "Ready",
-                "message": "; ".join(mine) if mine else "Can admit new workloads",
-            }
-        ],
+        "conditions": [{"type": "Active", **active}],
     }
 
 
