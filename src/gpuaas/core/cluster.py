@@ -289,12 +289,14 @@ class Cluster:
         self.backoff.park(wl, at)
 
     def _requeue_all(self) -> None:
+        """A ClusterQueue, Cohort, ResourceFlavor, AdmissionCheck or Namespace changed: every
+        tree's inadmissible workloads return, through Kueue's batch (``NotifyRetryInadmissible``
+        -> ``notifyCohort``/``notifyClusterQueue``, as for a freed quota); heads already in the
+        heaps are tried again at once."""
         for cq in self.cqs.values():
-            cq.queue.requeue_inadmissible()
             cq.queue.blocked_at = None
             self._ready.add(cq.name)
-        for root in {id(cq.node.root()) for cq in self.cqs.values()}:
-            self._requeue_gen[root] = self._requeue_gen.get(root, 0) + 1
+            self.requeue_tree(cq, self.now)
 
     def requeue_tree(self, cq: CQState, now: float) -> None:
         """Kueue's QueueInadmissibleWorkloads for the CQ's root cohort (or the CQ alone).
