@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.engine.engine import Engine
+from gpuaas.engine.errors import NotFound
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
@@ -37,7 +38,9 @@ from gpuaas.runtimes import RuntimeOptions, RuntimeRequestError, registry
 from gpuaas.store import Store, StoreError, open_store
 from gpuaas.telemetry.usage_store import UsageStoreError
 from gpuaas.telemetry.usage_store_postgres import is_postgres_url
+from gpuaas.vocab.kinds import NAMESPACE
 
+DEFAULT_NAMESPACES = ("default", "kube-system", "kueue-system")
 POLL_INTERVAL = 0.05  # seconds between runtime polls
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class ServerOptions:
     fake_gpus: str | None = None  # "N[:MODEL]": declared GPUs instead of NVML's
     node_config: Path | None = None
     telemetry_interval: float = 15.0
+    watch_history: int = 1_000_000  # changes back a watch may start (older: 410 Expired)
 
     @property
     def store_url(self) -> str:
@@ -182,14 +186,32 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
         engine.close()
         store.close()
         raise ServerError(str(exc)) from exc
-    # 4. The admin token and the HTTP app.
+    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app.
+    ensure_namespaces(engine)
     tokens = Tokens(store, engine.committer)
     token_path = tokens.ensure_admin(data_dir)
     app = create_app(
-        engine, tokens, max_body=options.max_body, node=node, runtime=bridge, telemetry=telemetry
+        engine,
+        tokens,
+        max_body=options.max_body,
+        node=node,
+        runtime=bridge,
+        telemetry=telemetry,
+        watch_history=options.watch_history,
     )
     say(f"admin token: {token_path}")
     return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path)
+
+
+def ensure_namespaces(engine: Engine) -> None:
+    """Create ``default``, ``kube-system`` and ``kueue-system`` when absent, as a Kubernetes
+    cluster with Kueue installed has them (a LocalQueue in ``default`` applies at once)."""
+    for name in DEFAULT_NAMESPACES:
+        try:
+            engine.get(NAMESPACE, None, name)
+        except NotFound:
+            doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            engine.create(NAMESPACE, None, doc)
 
 
 def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:

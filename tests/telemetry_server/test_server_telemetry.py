@@ -9,6 +9,7 @@ the server's own event times, and the CLI (``apply`` of a GpuaasConfiguration, `
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
@@ -111,7 +112,7 @@ def scrape(c: httpx.Client) -> Samples:
 def event_time(c: httpx.Client, ns: str, name: str, reason: str) -> float:
     items = c.get(f"/api/v1/namespaces/{ns}/events").json()["items"]
     times = [
-        float(e["eventTime"])
+        dt.datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")).timestamp()
         for e in items
         if e["reason"] == reason and e["involvedObject"]["name"] == name
     ]

@@ -8,6 +8,7 @@ reports the same totals.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,7 +55,7 @@ def event_time(c: httpx.Client, ns: str, name: str, reason: str) -> float:
     while True:
         items = c.get(f"/api/v1/namespaces/{ns}/events").json()["items"]
         times = [
-            float(e["eventTime"])
+            dt.datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")).timestamp()
             for e in items
             if e["reason"] == reason and e["involvedObject"]["name"] == name
         ]

@@ -12,12 +12,24 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException
 
 from gpuaas import __version__
-from gpuaas.api import dashboard_routes, extras, logs_routes, metrics_routes, resources
+from gpuaas.api import (
+    dashboard_routes,
+    discovery,
+    events,
+    extras,
+    kube_openapi,
+    logs_routes,
+    metrics_routes,
+    resources,
+    visibility,
+)
 from gpuaas.api.auth import AuthError
 from gpuaas.api.body import DEFAULT_MAX_BODY, BodyError
+from gpuaas.api.status import KubeError, status_response
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.runtime_bridge import RuntimeBridge
@@ -26,32 +38,6 @@ from gpuaas.engine.tokens import Tokens
 from gpuaas.inventory import NodeInventory
 
 log = logging.getLogger(__name__)
-
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    413: "RequestEntityTooLarge",
-    422: "Invalid",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-}
-
-
-def status_response(code: int, message: str, reason: str | None = None) -> JSONResponse:
-    return JSONResponse(
-        {
-            "apiVersion": "v1",
-            "kind": "Status",
-            "status": "Failure",
-            "message": message,
-            "reason": reason or _REASONS.get(code, "Unknown"),
-            "code": code,
-        },
-        status_code=code,
-    )
 
 
 def create_app(
@@ -62,10 +48,12 @@ def create_app(
     node: NodeInventory | None = None,
     runtime: RuntimeBridge | None = None,
     telemetry: TelemetryBridge | None = None,
+    watch_history: int | None = None,
 ) -> FastAPI:
     """The app over a ready ``engine``. The server hands in by name what routes read besides the
     engine: its ``runtime`` bridge (pods, logs) and its ``telemetry`` bridge (``/metrics``, usage,
-    hoarding, the dashboard's GPU panel); either may be None (that feature is off)."""
+    hoarding, the dashboard's GPU panel); either may be None (that feature is off).
+    ``watch_history``: how many changes back a watch may start (older: 410 Expired)."""
     app = FastAPI(
         title="gpuaas",
         version=__version__,
@@ -77,10 +65,21 @@ def create_app(
     app.state.node = node  # this server's node inventory (the dashboard matches flavors to it)
     app.state.runtime = runtime
     app.state.telemetry = telemetry
+    app.state.watch_history = watch_history
 
     @app.exception_handler(EngineError)
     async def _engine_error(_: Request, exc: EngineError) -> Response:
         return status_response(exc.status, str(exc), exc.reason)
+
+    @app.exception_handler(KubeError)
+    async def _kube_error(_: Request, exc: KubeError) -> Response:
+        return status_response(exc.code, exc.message, exc.reason, exc.details)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404:
+            return status_response(404, "the server could not find the requested resource")
+        return status_response(exc.status_code, str(exc.detail))
 
     @app.exception_handler(AuthError)
     async def _auth_error(_: Request, exc: AuthError) -> Response:
@@ -103,7 +102,11 @@ def create_app(
     async def _healthz() -> Response:
         return Response("ok", media_type="text/plain")
 
+    discovery.install(app)
+    kube_openapi.install(app)
     resources.install(app)
+    visibility.install(app)
+    events.install(app)
     extras.install(app)
     dashboard_routes.install(app)
     metrics_routes.install(app)

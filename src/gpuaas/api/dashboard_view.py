@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gpuaas.api.auth import Principal
-from gpuaas.api.extras import event_doc
+from gpuaas.api.events import event_doc
 from gpuaas.core.objects import ClusterQueue, Cohort, ResourceFlavor
 from gpuaas.core.quantity import format_quantity
 from gpuaas.core.state import Phase

@@ -13,13 +13,15 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import watch
+from gpuaas.api import selectors, tables, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import BodyError, parse_body, read_body
+from gpuaas.api.status import already_exists, not_found
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.errors import Invalid
+from gpuaas.engine.errors import AlreadyExists, Invalid, NotFound
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
+from gpuaas.vocab.crds import resource
 from gpuaas.vocab.kinds import KINDS, NAMESPACE, WORKLOAD, Kind
 
 JsonDoc = dict[str, Any]
@@ -39,20 +41,6 @@ def _shaper(kind: Kind, version: str) -> Any:
         return {**doc, "apiVersion": api_version}
 
     return shape
-
-
-def _field_selector(request: Request) -> dict[str, str]:
-    out: dict[str, str] = {}
-    raw = request.query_params.get("fieldSelector", "")
-    for part in filter(None, raw.split(",")):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise BodyError(400, f"fieldSelector {part!r}: expected key=value")
-        out[key.strip()] = value.strip().lstrip("=")
-    unknown = set(out) - {"metadata.name", "metadata.namespace"}
-    if unknown:
-        raise BodyError(400, f"fieldSelector: unsupported field(s) {', '.join(sorted(unknown))}")
-    return out
 
 
 def _int_param(request: Request, name: str) -> int | None:
@@ -80,6 +68,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
     shape = _shaper(kind, version)
     tag = kind.kind
     op = f"{kind.plural}_{version}"
+    api_version = f"{kind.group}/{version}" if kind.group else version
 
     async def who(request: Request) -> tuple[Engine, Principal]:
         engine, tokens, _ = _state(request)
@@ -94,42 +83,70 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             allowed = {namespace}
         elif kind is NAMESPACE:
             allowed = None  # cluster-scoped: filtered by name below
-        fields = _field_selector(request)
-        name_only = fields.get("metadata.name")
-        if fields.get("metadata.namespace"):
-            ns_only = fields["metadata.namespace"]
+        q = request.query_params
+        fields = selectors.field_selector(q.get("fieldSelector", ""), kind.kind)
+        labels = selectors.label_selector(q.get("labelSelector", ""))
+        ns_only = selectors.wanted("metadata.namespace", q.get("fieldSelector", ""))
+        if ns_only and kind.namespaced:
             allowed = {ns_only} if allowed is None else allowed & {ns_only}
         visible_ns = set(p.namespaces) if (kind is NAMESPACE and not p.admin) else None
+
+        def keep(doc: JsonDoc) -> bool:
+            if visible_ns is not None and doc["metadata"]["name"] not in visible_ns:
+                return False
+            return fields(doc) and labels(doc)
 
         def match(c: Change) -> bool:
             if c.key.gk != kind.gk:
                 return False
             if allowed is not None and c.key.namespace not in allowed:
                 return False
-            if visible_ns is not None and c.key.name not in visible_ns:
-                return False
-            return name_only is None or c.key.name == name_only
+            return keep(c.doc)
+
+        as_table = tables.wants_table(request.headers.get("accept", ""))
+        include = q.get("includeObject", "Metadata")
+        render = shape
+        if as_table:
+
+            def render(doc: JsonDoc) -> JsonDoc:
+                return tables.table(kind, version, [shape(doc)], include=include)
 
         if verb == "watch":
-            rv = _int_param(request, "resourceVersion")
-            timeout = _int_param(request, "timeoutSeconds")
-            gen = watch.stream(engine, kind, match, rv or None, timeout, shape)
+            gen = watch.stream(
+                engine,
+                kind,
+                match,
+                _int_param(request, "resourceVersion") or None,
+                _int_param(request, "timeoutSeconds"),
+                render,
+                bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
+                api_version=api_version,
+                history=request.app.state.watch_history,
+            )
             return StreamingResponse(gen, media_type="application/json")
         docs, rv = await run_in_threadpool(
             engine.list_objects, kind, None if allowed is None else set(allowed)
         )
-        items = [
-            shape(d)
-            for d in docs
-            if (name_only is None or d["metadata"]["name"] == name_only)
-            and (visible_ns is None or d["metadata"]["name"] in visible_ns)
-        ]
+        docs = [d for d in docs if keep(d)]
+        items, nxt, remaining = selectors.page(
+            docs, _int_param(request, "limit"), q.get("continue"), rv
+        )
+        meta: JsonDoc = {"resourceVersion": str(rv)}
+        if nxt is not None:
+            meta["continue"] = nxt
+            meta["remainingItemCount"] = remaining
+        if as_table:
+            shaped = [shape(d) for d in items]
+            return JSONResponse(
+                tables.table(kind, version, shaped, include=include, metadata=meta),
+                media_type=tables.TABLE_MEDIA,
+            )
         return JSONResponse(
             {
-                "apiVersion": f"{kind.group}/{version}" if kind.group else version,
+                "apiVersion": api_version,
                 "kind": f"{kind.kind}List",
-                "metadata": {"resourceVersion": str(rv)},
-                "items": items,
+                "metadata": meta,
+                "items": [shape(d) for d in items],
             }
         )
 
@@ -137,13 +154,32 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         engine, p = await who(request)
         authorize(p, kind, namespace, None, "create")
         doc = await _read(request)
-        out = await run_in_threadpool(engine.create, kind, namespace, doc)
+        try:
+            out = await run_in_threadpool(engine.create, kind, namespace, doc)
+        except AlreadyExists as exc:
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            if isinstance(name, str) and str(exc).startswith(kind.kind):
+                raise already_exists(kind, name) from exc
+            raise
         return JSONResponse(shape(out), status_code=201)
 
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "get")
-        return JSONResponse(shape(await run_in_threadpool(engine.get, kind, namespace, name)))
+        return JSONResponse(shape(await fetch(engine, namespace, name)))
+
+    async def fetch(engine: Engine, namespace: str | None, name: str) -> JsonDoc:
+        try:
+            doc: JsonDoc = await run_in_threadpool(engine.get, kind, namespace, name)
+        except NotFound as exc:
+            raise not_found(kind, name) from exc
+        return doc
+
+    async def get_status(request: Request, namespace: str | None, name: str) -> Response:
+        engine, p = await who(request)
+        authorize(p, kind, namespace, name, "get")
+        return JSONResponse(shape(await fetch(engine, namespace, name)))
 
     async def replace(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
@@ -164,7 +200,10 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
     async def delete(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "delete")
-        out = await run_in_threadpool(engine.delete, kind, namespace, name)
+        try:
+            out = await run_in_threadpool(engine.delete, kind, namespace, name)
+        except NotFound as exc:
+            raise not_found(kind, name) from exc
         return JSONResponse(shape(out))
 
     if kind.namespaced:
@@ -206,6 +245,12 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         async def _delete(request: Request, namespace: str, name: str) -> Response:
             return await delete(request, namespace, name)
 
+        if resource(kind).status:
+
+            @router.get(f"{item}/status", tags=[tag], operation_id=f"get_status_{op}")
+            async def _get_status(request: Request, namespace: str, name: str) -> Response:
+                return await get_status(request, namespace, name)
+
         if kind is WORKLOAD:
 
             @router.put(f"{item}/status", tags=[tag], operation_id=f"replace_status_{op}")
@@ -246,6 +291,12 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
     @router.delete(item, tags=[tag], operation_id=f"delete_{op}")
     async def _delete_c(request: Request, name: str) -> Response:
         return await delete(request, None, name)
+
+    if resource(kind).status:
+
+        @router.get(f"{item}/status", tags=[tag], operation_id=f"get_status_{op}")
+        async def _get_status_c(request: Request, name: str) -> Response:
+            return await get_status(request, None, name)
 
     if kind.kind == "AdmissionCheck":
 

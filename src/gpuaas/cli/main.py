@@ -23,6 +23,7 @@ COMMAND_MODULES: list[tuple[str, str | None, str]] = [
     ("gpuaas.cli.logs", None, ""),
     ("gpuaas.cli.demo", None, ""),
     ("gpuaas.cli.kubectl", None, ""),
+    ("gpuaas.cli.kubeconfig", None, ""),
     ("gpuaas.cli.token", "token", "Create API tokens."),
     ("gpuaas.cli.telemetry", "report", "Reports: usage and chargeback (report usage)."),
 ]

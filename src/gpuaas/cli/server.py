@@ -74,6 +74,14 @@ def serve(
         float,
         typer.Option("--telemetry-interval", help="Seconds between GPU samples.", min=0.05),
     ] = 15.0,
+    watch_history: Annotated[
+        int,
+        typer.Option(
+            "--watch-history",
+            help="Changes back a watch may start from (older: 410 Expired, clients relist).",
+            min=1,
+        ),
+    ] = 1_000_000,
 ) -> None:
     """Run the gpuaas API server."""
     options = ServerOptions(
@@ -89,6 +97,7 @@ def serve(
         fake_gpus=fake_gpus,
         node_config=node_config,
         telemetry_interval=telemetry_interval,
+        watch_history=watch_history,
     )
     try:
         run(options, say=typer.echo)
