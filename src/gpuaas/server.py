@@ -64,6 +64,8 @@ class ServerOptions:
     runtime: str = "local"  # a name in runtimes.registry
     fake_gpus: str | None = None  # "N[:MODEL]": declared GPUs instead of NVML's
     node_config: Path | None = None
+    ray_address: str | None = None  # --runtime ray: the Ray cluster to join (None: start one)
+    ray_nodes: Path | None = None  # --runtime ray: taints per Ray node (YAML)
     telemetry_interval: float = 15.0
     watch_history: int = 1_000_000  # changes back a watch may start (older: 410 Expired)
 
@@ -140,7 +142,10 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         node = detect_node(options.fake_gpus, options.node_config)
-        runtime = registry.create(options.runtime, RuntimeOptions(data_dir / "runtime", node))
+        runtime = registry.create(
+            options.runtime,
+            RuntimeOptions(data_dir / "runtime", node, options.ray_address, options.ray_nodes),
+        )
     except (InventoryError, RuntimeRequestError) as exc:
         raise ServerError(str(exc)) from exc
     except OSError as exc:
@@ -159,7 +164,9 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
         store = open_store(options.store_url)
     except StoreError as exc:
         raise ServerError(str(exc)) from exc
-    bridge = RuntimeBridge(runtime, node) if runtime is not None else None
+    # A runtime of many nodes (Ray) places pods by their flavors' labels itself: no one-node check.
+    multi_node = bool(getattr(runtime, "multi_node", False))
+    bridge = RuntimeBridge(runtime, None if multi_node else node) if runtime is not None else None
     try:
         engine = Engine(store, live_runtime=bridge is not None)
     except StoreError as exc:

@@ -70,6 +70,17 @@ def serve(
         Path | None,
         typer.Option("--node-config", help="YAML node config: cpus, memory, gpus, labels, taints."),
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="--runtime ray: the Ray cluster to join (host:port); default: start one here.",
+        ),
+    ] = None,
+    ray_nodes: Annotated[
+        Path | None,
+        typer.Option("--ray-nodes", help="--runtime ray: YAML {nodes: {NAME: {taints: [...]}}}."),
+    ] = None,
     telemetry_interval: Annotated[
         float,
         typer.Option("--telemetry-interval", help="Seconds between GPU samples.", min=0.05),
@@ -96,6 +107,8 @@ def serve(
         runtime=runtime,
         fake_gpus=fake_gpus,
         node_config=node_config,
+        ray_address=ray_address,
+        ray_nodes=ray_nodes,
         telemetry_interval=telemetry_interval,
         watch_history=watch_history,
     )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from gpuaas.runtimes import (
     AlreadyRunning,
     EventKind,
     NotEnoughGpus,
+    PodSpec,
     PodSpecError,
     Runtime,
     RuntimeEvent,
@@ -243,7 +245,8 @@ class RuntimeBridge:
             self._warn(engine, key, "FailedScheduling", f"pods pending: {mismatch}", now)
             return False
         try:
-            self.runtime.start(key, plan.pods, backoff_limit=plan.backoff_limit)
+            pods = self._placed(engine, st, plan.pods)
+            self.runtime.start(key, pods, backoff_limit=plan.backoff_limit)
         except NotEnoughGpus as exc:
             self._warn(engine, key, "FailedScheduling", f"pods pending: {exc}", now)
             return False
@@ -256,6 +259,31 @@ class RuntimeBridge:
             self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
             return True
         return True
+
+    def _placed(self, engine: Engine, st: WorkloadView, pods: list[PodSpec]) -> list[PodSpec]:
+        """Each pod with where it may go: its admitted flavors' nodeLabels and tolerations and its
+        own nodeSelector, as Kueue injects them into the pod (a runtime of many nodes, Ray,
+        places pods by them)."""
+        if st.admission is None:
+            return pods
+        pod_sets = {ps.name: ps for ps in st.workload.pod_sets}
+        where = {}
+        for psa in st.admission.pod_sets:
+            ps = pod_sets.get(psa.name)
+            labels = dict(ps.node_selector) if ps else {}
+            tolerations = list(ps.tolerations) if ps else []
+            for name in sorted(set(psa.flavors.values())):
+                flavor = engine.flavor(name)
+                if flavor is not None:
+                    labels.update(flavor.node_labels)
+                    tolerations.extend(flavor.tolerations)
+            where[psa.name] = (tuple(sorted(labels.items())), tuple(tolerations))
+        return [
+            replace(p, node_selector=where[p.pod_set][0], tolerations=where[p.pod_set][1])
+            if p.pod_set in where
+            else p
+            for p in pods
+        ]
 
     def _node_mismatch(self, engine: Engine, st: WorkloadView) -> str:
         """Why the admitted flavors keep this workload's pods off this node ('' if they fit)."""

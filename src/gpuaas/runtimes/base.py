@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from gpuaas.core.objects import Toleration
 from gpuaas.inventory.node import NodeInventory
 
 DEFAULT_GRACE_SECONDS = 30.0
@@ -49,6 +50,10 @@ class PodSpec:
     termination_grace_seconds: float = DEFAULT_GRACE_SECONDS
     image: str | None = None  # used only when a container engine is configured
     pod_set: str = "main"
+    # Where the pod may go, for runtimes that place pods on many nodes (Ray): the admitted
+    # flavors' nodeLabels plus the pod's nodeSelector, and the pod's plus the flavors' tolerations.
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def argv(self) -> list[str]:
@@ -99,6 +104,8 @@ class RuntimeOptions:
 
     state_dir: Path  # the runtime's own directory (pod records, logs); it may create it
     node: NodeInventory  # this node: GPUs to pin, labels and taints
+    ray_address: str | None = None  # the Ray runtime: the cluster to join (None: start one here)
+    ray_nodes: Path | None = None  # the Ray runtime: taints per Ray node name (YAML)
 
 
 @runtime_checkable

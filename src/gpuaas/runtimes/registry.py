@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuaas.runtimes import local
+from gpuaas.runtimes import local, ray_runtime
 from gpuaas.runtimes.base import Runtime, RuntimeOptions, RuntimeRequestError
 
 RuntimeFactory = Callable[[RuntimeOptions], Runtime]
@@ -31,6 +31,9 @@ class RuntimeEntry:
 _ENTRIES: dict[str, RuntimeEntry] = {
     "local": RuntimeEntry(local.create, "admitted workloads run as processes on this node"),
     "none": RuntimeEntry(None, "admission only: nothing runs, evicted quota is freed at once"),
+    "ray": RuntimeEntry(
+        ray_runtime.create, "pods run on the nodes of a Ray cluster (--ray-address; gpuaas[ray])"
+    ),
 }
 
 
