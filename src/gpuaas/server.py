@@ -21,25 +21,28 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import uvicorn
 from fastapi import FastAPI
 
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
+from gpuaas.datadir import DataDirError, DataDirLock, make_private
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
-from gpuaas.engine.tokens import Tokens
+from gpuaas.engine.tokens import TokenError, Tokens
 from gpuaas.inventory import InventoryError, NodeInventory, detect_node
 from gpuaas.runtimes import RuntimeOptions, RuntimeRequestError, registry
-from gpuaas.store import Store, StoreError, open_store
+from gpuaas.store import Store, StoreError, TokenRecord, open_store
 from gpuaas.telemetry.usage_store import UsageStoreError
 from gpuaas.telemetry.usage_store_postgres import is_postgres_url
 from gpuaas.vocab.kinds import NAMESPACE
 
+_T = TypeVar("_T")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kueue-system")
 POLL_INTERVAL = 0.05  # seconds between runtime polls
 log = logging.getLogger(__name__)
@@ -94,6 +97,7 @@ class Server:
     telemetry: TelemetryBridge
     app: FastAPI
     admin_token_path: Path
+    lock: DataDirLock | None = None
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _ticker: threading.Thread | None = field(default=None, init=False)
 
@@ -112,6 +116,8 @@ class Server:
         self.telemetry.close()
         self.engine.close()
         self.store.close()
+        if self.lock is not None:
+            self.lock.release()
 
     def _tick_loop(self) -> None:
         # A stopped victim frees its quota within POLL_INTERVAL; the full pass runs every tick.
@@ -136,10 +142,24 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
     """
     if (options.tls_cert is None) != (options.tls_key is None):
         raise ServerError("give both --tls-cert and --tls-key, or neither")
-    # 1. The data dir, this node (the runtime's GPUs, telemetry's, the dashboard's node) and the
-    #    runtime chosen by name: a bad node or runtime is refused before the store is opened.
+    # 1. The data dir (private, and locked: one server per data dir), this node (the runtime's
+    #    GPUs, telemetry's, the dashboard's node) and the runtime chosen by name: a bad node or
+    #    runtime is refused before the store is opened.
     data_dir = options.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        make_private(data_dir)
+        lock = DataDirLock(data_dir).acquire()
+    except (DataDirError, OSError) as exc:
+        raise ServerError(str(exc)) from exc
+    try:
+        return _build(options, say, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock) -> Server:
+    data_dir = options.data_dir
     try:
         node = detect_node(options.fake_gpus, options.node_config)
         runtime = registry.create(
@@ -207,7 +227,7 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
         watch_history=options.watch_history,
     )
     say(f"admin token: {token_path}")
-    return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path)
+    return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock)
 
 
 def ensure_namespaces(engine: Engine) -> None:
@@ -256,15 +276,29 @@ def create_token(store_url: str, label: str, namespaces: tuple[str, ...], *, adm
 
     Returns the token, shown once: only its hash is kept. Raises ``ServerError``.
     """
+    return _with_tokens(store_url, lambda t: t.create(label, namespaces, admin=admin)[0])
+
+
+def list_tokens(store_url: str) -> list[TokenRecord]:
+    """Every token in the store (hashes, names, namespaces). Raises ``ServerError``."""
+    return _with_tokens(store_url, lambda t: t.records())
+
+
+def revoke_token(store_url: str, ref: str) -> TokenRecord:
+    """Delete the token with this id or name from the store; a running server stops accepting it
+    within ``tokens.CACHE_SECONDS``. Raises ``ServerError``."""
+    return _with_tokens(store_url, lambda t: t.revoke(ref))
+
+
+def _with_tokens(store_url: str, act: Callable[[Tokens], _T]) -> _T:
     try:
         store = open_store(store_url)
         try:
-            token, _ = Tokens(store).create(label, namespaces, admin=admin)
+            return act(Tokens(store))
         finally:
             store.close()
-    except StoreError as exc:
+    except (StoreError, TokenError) as exc:
         raise ServerError(str(exc)) from exc
-    return token
 
 
 class _Terminated(Exception):

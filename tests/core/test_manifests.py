@@ -596,7 +596,6 @@ REQUEST_CASES = [
         template(container({"cpu": 0.25}), container({"cpu": 1})), {"cpu": 1250}, id="yaml-numbers"
     ),
     pytest.param(template(container()), {}, id="no-requests"),
-    pytest.param(template(), {}, id="no-containers"),
 ]
 
 
@@ -1400,8 +1399,8 @@ ERROR_CASES = [
     pytest.param(
         workload(
             podSets=[
-                {"name": "a", "minCount": 1, "count": 2, "template": template()},
-                {"name": "b", "count": 2, "minCount": 1, "template": template()},
+                {"name": "a", "minCount": 1, "count": 2, "template": template(container())},
+                {"name": "b", "count": 2, "minCount": 1, "template": template(container())},
             ]
         ),
         "Workload default/wl",
@@ -1411,7 +1410,10 @@ ERROR_CASES = [
     ),
     pytest.param(
         workload(
-            podSets=[{"name": "a", "template": template()}, {"name": "a", "template": template()}]
+            podSets=[
+                {"name": "a", "template": template(container())},
+                {"name": "a", "template": template(container())},
+            ]
         ),
         "Workload default/wl",
         "spec.podSets[1].name",

@@ -2,6 +2,11 @@
 
 Bodies over the limit are refused with 413 before they are read in full. YAML is parsed with the
 safe loader and refused if it uses aliases (a small body must not expand into a huge object).
+Whatever parses is then checked as one JSON document before anything sees it (``check_document``):
+finite numbers only (no ``NaN``, ``Infinity``, ``1e400`` or YAML ``.nan``), string keys only,
+integers within int64, at most ``MAX_DEPTH`` levels of nesting and ``MAX_OBJECT_BYTES`` encoded, so
+a stored object always reads back as JSON and never fails a group-commit batch it shares with
+other tenants' writes. Every refusal is a 400 naming the field.
 """
 
 from __future__ import annotations
@@ -13,6 +18,13 @@ import yaml
 from fastapi import Request
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
+# Kubernetes stores objects of about 1.5 MiB at most (etcd's default request limit).
+MAX_OBJECT_BYTES = 1536 * 1024
+# No Kubernetes or Kueue object nests anywhere near this deep; deeper bodies are refused before
+# any recursive code (YAML construction, encoding, merge patches) sees them.
+MAX_DEPTH = 64
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it
 
@@ -58,29 +70,111 @@ def parse_body(raw: bytes, content_type: str | None) -> Any:
         return _yaml(text)
     try:
         return _json(text)
-    except BodyError:
+    except _NotJson:
         return _yaml(text)
+
+
+class _NotJson(BodyError):
+    """Not JSON syntax at all (an untyped body is then read as YAML); a bad value is not this."""
+
+
+def _no_constant(name: str) -> Any:
+    raise BodyError(400, f"the request body is not valid JSON: {name} is not a number JSON allows")
 
 
 def _json(text: str) -> Any:
     try:
-        return json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
-        raise BodyError(400, f"the request body is not valid JSON: {exc}") from exc
+        raise _NotJson(400, f"the request body is not valid JSON: {exc}") from exc
+    check_document(doc)
+    return doc
 
 
 def _yaml(text: str) -> Any:
     try:
+        depth = 0
         for event in yaml.parse(text, Loader=_Loader):
             if isinstance(event, yaml.AliasEvent):
                 raise BodyError(400, "YAML aliases are not accepted in request bodies")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise BodyError(400, f"the request body nests deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
         docs = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
-    except (yaml.YAMLError, RecursionError) as exc:
+    except (yaml.YAMLError, RecursionError, TypeError, ValueError) as exc:
+        # TypeError: a mapping or list used as a key (unhashable); ValueError: bad scalars.
         raise BodyError(400, f"the request body is not valid YAML: {exc}") from exc
     if len(docs) != 1:
         raise BodyError(400, f"the request body must hold exactly one object, not {len(docs)}")
-    try:
-        json.dumps(docs[0])  # dates and other non-JSON scalars are refused here, not stored
-    except (TypeError, ValueError) as exc:
-        raise BodyError(400, f"the request body has a value JSON cannot hold: {exc}") from exc
+    check_document(docs[0])
     return docs[0]
+
+
+def _field(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or "<root>"
+
+
+def _check_text(text: str, path: tuple[str | int, ...]) -> None:
+    """A lone surrogate (``"\\ud800"``) parses but can never be written out as UTF-8."""
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise BodyError(400, f"{_field(path)}: a string is not valid Unicode") from None
+
+
+def check_document(doc: Any) -> None:
+    """Refuse anything that is not plain, finite, bounded JSON (400 naming the field).
+
+    Walks the document with an explicit stack, so depth cannot exhaust Python's.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(doc, ())]
+    while stack:
+        value, path = stack.pop()
+        kind = type(value)
+        if kind is str:
+            _check_text(value, path)
+            continue
+        if kind is bool or value is None:
+            continue
+        if kind is int:
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise BodyError(
+                    400, f"{_field(path)}: {value} is out of range for a 64-bit integer"
+                )
+            continue
+        if kind is float:
+            if value != value or value in (float("inf"), float("-inf")):
+                raise BodyError(400, f"{_field(path)}: {value} is not a finite number")
+            continue
+        if len(path) >= MAX_DEPTH:
+            raise BodyError(
+                400, f"{_field(path)}: the request body nests deeper than {MAX_DEPTH} levels"
+            )
+        if kind is dict:
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise BodyError(
+                        400,
+                        f"{_field(path)}: key {key!r} is a {type(key).__name__}; "
+                        "object keys must be strings",
+                    )
+                _check_text(key, path)
+                stack.append((item, (*path, key)))
+        elif kind is list:
+            stack.extend((item, (*path, i)) for i, item in enumerate(value))
+        else:
+            raise BodyError(
+                400, f"{_field(path)}: a {type(value).__name__} value is not valid in JSON"
+            )
+    size = len(json.dumps(doc, separators=(",", ":")))
+    if size > MAX_OBJECT_BYTES:
+        raise BodyError(
+            413, f"the object is {size} bytes encoded, over the {MAX_OBJECT_BYTES}-byte limit"
+        )

@@ -5,13 +5,15 @@ per line; ``?follow=true`` keeps the response open and streams new lines until t
 ``kubectl logs -f``; ``?pod=`` picks one pod. ``GET .../runtime/pods`` lists the pods running on
 this node (pid, GPUs, phase), filtered to the caller's namespaces. Both read the runtime bridge
 the server handed to ``create_app`` (``app.state.runtime``), never the engine's observers, and
-answer 404 with a plain reason when the server runs no runtime (``--runtime none``). No decisions
-here.
+answer 404 with a plain reason when the server runs no runtime (``--runtime none``). A follow
+waits on the event loop between reads (``LogFollower.step``), so open follows of quiet pods hold no
+worker thread, and a closed connection ends its follow. No decisions here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -21,6 +23,7 @@ from gpuaas.api.auth import authenticate, require_namespace
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.runtimes import RuntimeRequestError
+from gpuaas.runtimes.logs import FOLLOW_INTERVAL, LogFollower
 
 GPUAAS = "/apis/gpuaas.dev/v1alpha1"
 
@@ -35,6 +38,18 @@ def _bridge(request: Request) -> RuntimeBridge:
 def _lines(lines: Iterator[str]) -> Iterator[bytes]:
     for line in lines:
         yield (line + "\n").encode()
+
+
+async def _follow(follower: LogFollower) -> AsyncIterator[bytes]:
+    """Each step in a worker thread for a moment (file reads); the waits on the event loop."""
+    while True:
+        lines = await run_in_threadpool(follower.step)
+        if lines:
+            yield b"".join((line + "\n").encode() for line in lines)
+        if follower.done:
+            return
+        if not lines:
+            await asyncio.sleep(FOLLOW_INTERVAL)
 
 
 def install(app: FastAPI) -> None:
@@ -59,7 +74,8 @@ def install(app: FastAPI) -> None:
         if not follow:
             body = await run_in_threadpool(lambda: b"".join(_lines(lines)))
             return Response(body, media_type="text/plain; charset=utf-8")
-        return StreamingResponse(_lines(lines), media_type="text/plain; charset=utf-8")
+        stream = _follow(lines) if isinstance(lines, LogFollower) else _lines(lines)
+        return StreamingResponse(stream, media_type="text/plain; charset=utf-8")
 
     @router.get(f"{GPUAAS}/runtime/pods", tags=["gpuaas"], operation_id="runtime_pods")
     async def _pods(request: Request) -> Response:

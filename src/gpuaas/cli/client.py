@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -96,6 +97,13 @@ class Client:
             raise ClientError(
                 0, "", "no server: set GPUAAS_SERVER and GPUAAS_TOKEN, or run gpuaas login"
             )
+        token = (cfg.token or "").strip()
+        if not token:
+            raise ClientError(
+                0, "", "no token: set GPUAAS_TOKEN (it is empty), or run gpuaas login"
+            )
+        if any(not ch.isprintable() or ch.isspace() for ch in token) or not token.isascii():
+            raise ClientError(0, "", "the token (GPUAAS_TOKEN or the login file) is malformed")
         verify: bool | ssl.SSLContext = True
         if cfg.insecure:
             verify = False
@@ -107,7 +115,7 @@ class Client:
         self.cfg = cfg
         self.http = httpx.Client(
             base_url=cfg.server.rstrip("/"),
-            headers={"Authorization": f"Bearer {cfg.token}"},
+            headers={"Authorization": f"Bearer {token}"},
             verify=verify,
             timeout=timeout,
         )
@@ -164,6 +172,12 @@ class Client:
     def create_token(self, namespaces: list[str], name: str | None, admin: bool) -> JsonDoc:
         body = {"namespaces": namespaces, "name": name, "admin": admin}
         return self.request("POST", "/apis/gpuaas.dev/v1alpha1/tokens", json=body)
+
+    def list_tokens(self) -> JsonDoc:
+        return self.request("GET", "/apis/gpuaas.dev/v1alpha1/tokens")
+
+    def revoke_token(self, ref: str) -> JsonDoc:
+        return self.request("DELETE", f"/apis/gpuaas.dev/v1alpha1/tokens/{quote(ref, safe='')}")
 
     def watch(
         self, kind: Kind, namespace: str | None, name: str | None = None

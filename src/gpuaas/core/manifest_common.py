@@ -25,10 +25,10 @@ from gpuaas.core.quantity import QuantityError, parse_quantity_exact
 INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
 
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -233,6 +233,27 @@ def label_map(ctx: Ctx, parent: dict[str, Any], key: str, path: str) -> dict[str
         check_qualified_name(ctx, k, f"{path}[{k}]")
         check_label_value(ctx, v, f"{path}[{k}]")
     return labels
+
+
+# Kubernetes' TotalAnnotationSizeLimitB: keys and values together, in bytes.
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+
+
+def check_metadata(ctx: Ctx, meta: dict[str, Any]) -> None:
+    """Labels and annotations as ``ValidateObjectMeta`` checks them, for every kind."""
+    if meta.get("labels"):
+        label_map(ctx, meta, "labels", "metadata.labels")
+    if meta.get("annotations"):
+        annotations = string_map(ctx, meta, "annotations", "metadata.annotations")
+        total = 0
+        for k, v in annotations.items():
+            check_qualified_name(ctx, k.lower(), f"metadata.annotations[{k}]")
+            total += len(k.encode()) + len(v.encode())
+        if total > MAX_ANNOTATIONS_BYTES:
+            raise ctx.err(
+                "metadata.annotations",
+                f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes, got {total}",
+            )
 
 
 def quantity_exact(ctx: Ctx, value: Any, path: str) -> Fraction:

@@ -54,6 +54,15 @@ def _is_pod_level_resource(name: str) -> bool:
     return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
+def is_integer_resource(name: str) -> bool:
+    """An extended resource (``nvidia.com/gpu``): Kubernetes accepts only whole amounts of it.
+
+    ``IsExtendedResourceName``: a name with a domain outside ``kubernetes.io`` and not a quota's
+    ``requests.`` name. Native resources (cpu, memory, ``hugepages-*``) may be fractional.
+    """
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
 def _quantity(ctx: Ctx, exact: bool, name: Any, q: Any, path: str) -> Number:
     """One checked quantity; on the fast path, raises ``_Inexact`` when rounding is needed."""
     if name == "pods":
@@ -73,6 +82,9 @@ def _quantity(ctx: Ctx, exact: bool, name: Any, q: Any, path: str) -> Number:
         raise ctx.err(f"{path}[{name}]", str(exc)) from None
     if value < 0:
         raise ctx.err(f"{path}[{name}]", "must be greater than or equal to 0")
+    if exact and type(value) is Fraction and value.denominator != 1 and is_integer_resource(name):
+        # The fast path rounds nothing (it raises _Inexact), so only the exact path sees these.
+        raise ctx.err(f"{path}[{name}]", f"must be an integer, got {q!r}")
     if not exact and type(q) is str:
         seen = _SEEN.get(name)
         if seen is None:
@@ -161,6 +173,8 @@ def _pod_requests(
         if containers is None:
             raise ctx.err(f"{path}.containers", "required value")
         raise ctx.err(f"{path}.containers", f"must be a list, got {type_name(containers)}")
+    if not containers:
+        raise ctx.err(f"{path}.containers", "must have at least one container")
     total: ResourceMap | None = None
     for i, c in enumerate(containers):
         reqs = _container(ctx, exact, c, f"{path}.containers[{i}]", check_limits)

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuaas.core.manifest_common import (
     Ctx,
+    check_dns_label,
     check_dns_subdomain,
     item_map,
     non_negative_seconds,
@@ -48,7 +49,7 @@ _SUBMITTER: ExtraContainer = {
     "limits": {"cpu": "1", "memory": "1Gi"},
 }
 _GOOD_QUEUES: set[str] = set()  # queue names already checked
-_ATOI = re.compile(r"^[+-]?[0-9]+$")  # what Go's strconv.Atoi accepts
+_ATOI = re.compile(r"^[+-]?[0-9]+\Z")  # what Go's strconv.Atoi accepts
 _SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 
 
@@ -160,6 +161,7 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         name = ps.get("name", "main")
         if type(name) is not str or not name:
             raise ctx.err(f"{p}.name", f"must be a non-empty string, got {name!r}")
+        check_dns_label(ctx, name, f"{p}.name")
         count = opt_int(ctx, ps, "count", f"{p}.count", minimum=0)
         count = 1 if count is None else count
         min_count = opt_int(ctx, ps, "minCount", f"{p}.minCount", minimum=1)

@@ -20,6 +20,7 @@ from gpuaas.core.manifest_common import (
     ManifestError,
     check_dns_label,
     check_dns_subdomain,
+    check_metadata,
     type_name,
 )
 from gpuaas.core.manifest_queues import (
@@ -197,6 +198,7 @@ def parse_object_with_ref(
     ctx, spec, meta = _header(doc)
     assert ctx.name is not None
     try:
+        check_metadata(ctx, meta)
         return spec.parse(ctx, doc, meta), (ctx.kind, ctx.namespace, ctx.name)
     except ManifestError:
         raise

@@ -34,10 +34,11 @@ _BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
 
 # Number part as Kubernetes accepts it: optional sign, digits with an optional fraction (".5", "5."
 # and "5.5" all valid), then either a binary/decimal SI suffix or an integer exponent (e3, E-2).
+# ASCII digits only: Python's \d and int() also read "٣" (Arabic-Indic three) as 3; Kubernetes does not.
 _QUANTITY_RE = re.compile(
-    r"^([+-]?)(\d*)(?:\.(\d*))?(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?\d+))?$"
+    r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?[0-9]+))?"
 )
-_PLAIN_INT_RE = re.compile(r"^\d{1,15}$")
+_PLAIN_INT_RE = re.compile(r"[0-9]{1,15}")
 # Exponents past these bounds cannot produce an int64 (upper) or round to anything but +-1 (lower).
 _MAX_EXP = 40
 _MIN_EXP = -80
@@ -75,7 +76,7 @@ def _text_of(value: str | int | float) -> str:
 
 @lru_cache(maxsize=8192)
 def _exact_from_text(text: str) -> Fraction:
-    m = _QUANTITY_RE.match(text)
+    m = _QUANTITY_RE.fullmatch(text)
     if m is None:
         raise _reject(text)
     sign, whole, frac, suffix, exponent = m.groups()
@@ -124,7 +125,7 @@ def _round_away(value: Fraction) -> tuple[int, bool]:
 
 @lru_cache(maxsize=8192)
 def _rounded_from_text(text: str, cpu: bool) -> tuple[int, bool]:
-    if _PLAIN_INT_RE.match(text):
+    if _PLAIN_INT_RE.fullmatch(text):
         return (int(text) * 1000 if cpu else int(text)), True
     exact = _exact_from_text(text)
     result = _round_away(exact * 1000 if cpu else exact)

@@ -122,11 +122,11 @@ class LocalRuntime:
         record = WorkloadRecord(key, restart_count, backoff_limit, pods=[p.name for p in pods])
         run = _Run(record)
         self._dir.write_workload(record)
-        self._dir.logs_dir(key).mkdir(parents=True, exist_ok=True)
+        self._dir.logs_dir(key).mkdir(parents=True, exist_ok=True, mode=0o700)
         # 4. one process group per pod; undo everything if one cannot be spawned
         try:
             for spec in pods:
-                self._dir.log_path(key, spec.name).write_bytes(b"")
+                _private_empty(self._dir.log_path(key, spec.name))
                 pod = _Pod(PodRecord(spec, gpus[spec.name], secrets.token_hex(8)))
                 run.pods[spec.name] = pod
                 self._spawn(run, pod)
@@ -463,3 +463,10 @@ def _check_request(key: str, pods: list[PodSpec]) -> None:
 
 def _quiet_run(argv: list[str]) -> None:
     subprocess.run(argv, capture_output=True, timeout=30, check=False)
+
+
+def _private_empty(path: Path) -> None:
+    """An empty log only its owner can read (a pod's output is its tenant's business)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    os.close(fd)

@@ -60,7 +60,7 @@ def spawn(
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o644),
+        (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),  # logs are the tenant's
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     wrapper = ["/bin/sh", "-c", _WRAPPER, "gpuaas-pod"]

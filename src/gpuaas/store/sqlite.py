@@ -7,6 +7,7 @@ Group commit (``store.groupcommit``) is what keeps one fsync per batch instead o
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -20,6 +21,9 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Token hashes live here: only the owner may read it (SQLite gives its -wal and -shm files
+        # the database file's mode).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
 
         def connect() -> sqlite3.Connection:
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
