@@ -1,0 +1,313 @@
+"""Many nodes: admitted workloads run on a three-node Ray cluster, flavors matched to node labels.
+
+A Ray cluster on this machine (``testing.ray_cluster``): a head with no GPU and two workers
+labelled as seed 001's node types, ``g6.4xlarge`` with 1 GPU and ``g6.12xlarge`` with 4, each on
+its own ports, with Ray's health checks shortened so a dead node is seen in seconds. A real
+``gpuaas server --runtime ray --ray-address ...`` runs seed 001's queue; both node types are busy
+at once, each pod on the node its flavor names with ``GPUAAS_NODE`` and ``CUDA_VISIBLE_DEVICES``
+from Ray; a prod Job preempts a dev Job on the 4-GPU node (SIGTERM, then the prod pod starts on the
+freed GPUs); the server is killed and its successor re-adopts the pods; a worker's raylet is killed
+and its pod fails and waits, Pending, for a node that can take it. The runtime alone shows
+all-or-nothing placement and the backoffLimit. Needs the ``ray`` extra (Ray 2.49 or later).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import yaml
+
+from gpuaas.api.testing import ServerProcess
+from gpuaas.runtimes.base import EventKind, PodSpec
+from gpuaas.testing.ray_cluster import MARKER_ENV, LocalRayCluster, RayNodeSpec
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(150)]
+
+SEED = Path(__file__).resolve().parents[2] / "examples" / "001-gpu-pool"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
+GPUAAS = "/apis/gpuaas.dev/v1alpha1"
+TYPE = "node.kubernetes.io/instance-type"
+NS = "private-ai"
+POD_SCRIPT = (
+    'echo "node=$GPUAAS_NODE cuda=$CUDA_VISIBLE_DEVICES pod=$GPUAAS_POD '
+    'restart=$GPUAAS_RESTART_COUNT"; trap "echo term; exit 0" TERM; sleep 300 & wait'
+)
+
+
+def _ray_installed() -> bool:
+    if importlib.util.find_spec("ray") is None:
+        return False
+    import ray
+
+    major, minor = (int(x) for x in ray.__version__.split(".")[:2])
+    return (major, minor) >= (2, 49)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluster | None]:
+    """Seed 001's two node types and a head, started once for this module."""
+    if not _ray_installed():
+        yield None  # _needs_ray skips (or fails) each test
+        return
+    nodes = [
+        RayNodeSpec("head", {}, num_gpus=0, num_cpus=1),
+        RayNodeSpec("l4-1", {TYPE: "g6.4xlarge"}, num_gpus=1, num_cpus=2),
+        RayNodeSpec("l4-4", {TYPE: "g6.12xlarge"}, num_gpus=4, num_cpus=2),
+    ]
+    ray_cluster = LocalRayCluster(tmp_path_factory.mktemp("ray"), nodes)
+    try:
+        yield ray_cluster.start()
+    finally:
+        ray_cluster.stop()
+        left = ray_cluster.processes()
+        assert not left, f"Ray processes left running: {[p.cmdline() for p in left]}"
+
+
+@pytest.fixture(autouse=True)
+def _needs_ray(require_service: Callable[[str, bool, str], None]) -> None:
+    require_service("Ray 2.49+", _ray_installed(), "install the extra: pip install 'gpuaas[ray]'")
+
+
+@pytest.fixture(autouse=True)
+def no_orphans() -> Iterator[None]:
+    """Replaces the folder's check: the Ray nodes are children of this test process while the
+    module's cluster lives; the cluster's own stop removes them and every pod it ran."""
+    yield
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SEED / name).read_text()) if d]
+
+
+def _setup() -> list[dict[str, Any]]:
+    """Seed 001's namespace, flavors, queues; the ClusterQueue may preempt lower priorities."""
+    docs = copy.deepcopy(_docs("setup.yaml"))
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue":
+            doc["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    for name, value in (("dev", 100), ("prod", 1000)):
+        docs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    return docs
+
+
+def _job(name: str, gpus: int, priority: str = "dev") -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "private-ai-queue",
+                "kueue.x-k8s.io/priority-class": priority,
+            },
+        },
+        "spec": {
+            "backoffLimit": 2,
+            "template": {
+                "spec": {
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "command": ["/bin/sh", "-c", POD_SCRIPT],
+                            "resources": {
+                                "requests": {
+                                    "cpu": "1",
+                                    "memory": "256Mi",
+                                    "nvidia.com/gpu": gpus,
+                                }
+                            },
+                        }
+                    ],
+                    "tolerations": [
+                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                    "restartPolicy": "Never",
+                }
+            },
+        },
+    }
+
+
+def _create(c: httpx.Client, doc: dict[str, Any]) -> None:
+    kind, meta = doc["kind"], doc["metadata"]
+    base = {"Namespace": "/api/v1", "Job": "/apis/batch/v1"}.get(kind, KUEUE)
+    plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+    ns = f"/namespaces/{meta['namespace']}" if "namespace" in meta else ""
+    r = c.post(f"{base}{ns}/{plural}", json=doc)
+    assert r.status_code == 201, r.text
+
+
+def _until(what: Callable[[], Any], why: str, timeout: float = 40.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {why}")
+
+
+def _pods(c: httpx.Client, name: str) -> list[dict[str, Any]]:
+    for item in c.get(f"{GPUAAS}/runtime/pods").json()["items"]:
+        if item["workload"] == name and not item["stopping"]:
+            return list(item["pods"])
+    return []
+
+
+def _running(c: httpx.Client, name: str) -> list[dict[str, Any]]:
+    pods = _pods(c, name)
+    return pods if pods and all(p["phase"] == "Running" for p in pods) else []
+
+
+def _log(c: httpx.Client, name: str) -> str:
+    r = c.get(f"{GPUAAS}/namespaces/{NS}/workloads/{name}/logs")
+    return r.text if r.status_code == 200 else ""
+
+
+def _started_line(c: httpx.Client, name: str) -> str:
+    return next((line for line in _log(c, name).splitlines() if line.startswith("node=")), "")
+
+
+def _pod_processes(cluster: LocalRayCluster, pod: str) -> list[psutil.Process]:
+    return [p for p in cluster.processes() if _environ(p).get("GPUAAS_POD") == pod]
+
+
+def _environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return dict(proc.environ())
+    except psutil.Error:
+        return {}
+
+
+def _server(tmp: Path, cluster: LocalRayCluster) -> ServerProcess:
+    extra = ("--runtime", "ray", "--ray-address", cluster.address)
+    return ServerProcess(tmp / "data", extra=extra)
+
+
+def test_seed001_flavors_run_on_their_nodes_and_prod_preempts_dev(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    server = _server(tmp_path, cluster).start()
+    try:
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            # 1. both node types busy at once: each pod on the node its flavor names
+            _create(c, _job("notebook", 1))
+            _create(c, _job("fine-tune", 4))
+            for name in ("notebook", "fine-tune"):
+                _until(lambda n=name: _running(c, n), f"{name}'s pod to run")  # type: ignore[misc]
+            assert _until(lambda: _started_line(c, "notebook"), "notebook's output") == (
+                "node=l4-1 cuda=0 pod=notebook-0 restart=0"
+            )
+            assert _until(lambda: _started_line(c, "fine-tune"), "fine-tune's output") == (
+                "node=l4-4 cuda=0,1,2,3 pod=fine-tune-0 restart=0"
+            )
+            (victim,) = _pod_processes(cluster, "fine-tune-0")[:1]
+            assert _environ(victim)[MARKER_ENV] == cluster.token
+            # 2. prod preempts dev on the 4-GPU node: SIGTERM, gone, then prod starts there
+            _create(c, _job("prod-train", 4, "prod"))
+            _until(lambda: _running(c, "prod-train"), "prod's pod to run")
+            assert "term" in _log(c, "fine-tune").splitlines()
+            assert not _pod_processes(cluster, "fine-tune-0")
+            assert _until(lambda: _started_line(c, "prod-train"), "prod's output") == (
+                "node=l4-4 cuda=0,1,2,3 pod=prod-train-0 restart=0"
+            )
+            assert _running(c, "notebook")  # the other node is untouched
+            assert not _pods(c, "fine-tune")  # requeued: no node has 4 GPUs free
+    finally:
+        server.stop()
+    # a graceful server stop stops every pod, on every node
+    assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
+
+
+def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    server = _server(tmp_path, cluster).start()
+    try:
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            _create(c, _job("notebook", 1))
+            _create(c, _job("fine-tune", 4))
+            before = {
+                name: _until(lambda n=name: _running(c, n), name)[0]["pid"]  # type: ignore[misc]
+                for name in ("notebook", "fine-tune")
+            }
+        # 1. the server crashes; its successor re-adopts the same processes
+        server.kill()
+        server = _server(tmp_path, cluster).start()
+        with server.client() as c:
+            after = {
+                name: _until(lambda n=name: _running(c, n), name)[0]["pid"]  # type: ignore[misc]
+                for name in ("notebook", "fine-tune")
+            }
+            assert after == before
+            assert "node=l4-1" in _log(c, "notebook")
+            # 2. the 1-GPU node dies: its pod fails, and its replacement waits, Pending
+            cluster.kill_raylet("l4-1")
+            pending = _until(
+                lambda: [p for p in _pods(c, "notebook") if p["restarts"] == 1], "a retry"
+            )
+            assert pending[0]["phase"] == "Pending"  # no other g6.4xlarge node
+            assert "lost" in _log(c, "notebook")
+            _until(lambda: not _pod_processes(cluster, "notebook-0"), "the dead node's pod gone")
+            assert _running(c, "fine-tune")  # the other node's pod runs on
+    finally:
+        server.stop()
+    assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
+
+
+def test_runtime_places_all_or_nothing_and_retries_within_backoff_limit(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    from gpuaas.runtimes.ray_runtime import RayRuntime
+
+    runtime = RayRuntime(tmp_path / "rt", cluster.address)
+    events: list[Any] = []
+
+    def drain(kind: EventKind, key: str) -> Any:
+        def seen() -> Any:
+            events.extend(runtime.poll())
+            return next((e for e in events if e.kind == kind and e.workload == key), None)
+
+        return _until(seen, f"{kind} of {key}")
+
+    try:
+        # 1. two pods of 3 GPUs: no node has 6, and the group is placed whole or not at all
+        big = [PodSpec(f"big-{i}", ("/bin/sh", "-c", POD_SCRIPT), gpus=3) for i in range(2)]
+        runtime.start("ns/big", big)
+        time.sleep(2)
+        events.extend(runtime.poll())
+        assert [p.phase for p in runtime.running()["ns/big"].pods] == ["Pending", "Pending"]
+        assert not any(e.kind == EventKind.STARTED for e in events)
+        runtime.stop("ns/big")
+        drain(EventKind.STOPPED, "ns/big")
+        # 2. a failing pod is retried within the backoffLimit, then the workload fails
+        failing = [PodSpec("bad-0", ("/bin/sh", "-c", "echo attempt; exit 3"))]
+        runtime.start("ns/bad", failing, backoff_limit=1)
+        failed = drain(EventKind.FAILED, "ns/bad")
+        assert "1 failure(s)" in failed.message or "2 failure(s)" in failed.message
+        assert [e.exit_code for e in events if e.kind == EventKind.POD_FAILED] == [3, 3]
+        assert list(runtime.logs("ns/bad")) == ["attempt", "attempt"]
+    finally:
+        runtime.shutdown(grace_seconds=0)
