@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from gpuaas.api.testing import ServerProcess
+from gpuaas.cli.node import table
 from gpuaas.runtimes.base import EventKind, PodSpec
 from gpuaas.testing.ray_cluster import MARKER_ENV, LocalRayCluster, RayNodeSpec
 
@@ -221,6 +222,17 @@ def test_seed001_flavors_run_on_their_nodes_and_prod_preempts_dev(
             assert _until(lambda: _started_line(c, "fine-tune"), "fine-tune's output") == (
                 "node=l4-4 cuda=0,1,2,3 pod=fine-tune-0 restart=0"
             )
+            # gpuaas node list: every Ray node, its labels, and who holds its GPUs
+            nodes = {n["name"]: n for n in c.get(f"{GPUAAS}/nodes").json()["items"]}
+            assert sorted(nodes) == ["head", "l4-1", "l4-4"]
+            assert nodes["l4-4"]["labels"][TYPE] == "g6.12xlarge"
+            assert nodes["l4-4"]["capacity"]["nvidia.com/gpu"] == 4
+            assert nodes["l4-4"]["gpusInUse"] == {
+                f"{NS}/fine-tune/fine-tune-0": ["0", "1", "2", "3"]
+            }
+            assert nodes["l4-1"]["gpusInUse"] == {f"{NS}/notebook/notebook-0": ["0"]}
+            listing = table(list(nodes.values()))
+            assert "l4-4" in listing and "4/4" in listing and "1/1" in listing
             (victim,) = _pod_processes(cluster, "fine-tune-0")[:1]
             assert _environ(victim)[MARKER_ENV] == cluster.token
             # 2. prod preempts dev on the 4-GPU node: SIGTERM, gone, then prod starts there

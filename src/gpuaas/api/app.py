@@ -24,6 +24,7 @@ from gpuaas.api import (
     kube_openapi,
     logs_routes,
     metrics_routes,
+    nodes_routes,
     resources,
     visibility,
 )
@@ -111,4 +112,5 @@ def create_app(
     dashboard_routes.install(app)
     metrics_routes.install(app)
     logs_routes.install(app)
+    nodes_routes.install(app)
     return app

@@ -24,6 +24,7 @@ COMMAND_MODULES: list[tuple[str, str | None, str]] = [
     ("gpuaas.cli.demo", None, ""),
     ("gpuaas.cli.kubectl", None, ""),
     ("gpuaas.cli.kubeconfig", None, ""),
+    ("gpuaas.cli.node", "node", "Nodes: labels, GPUs and who holds them (node list)."),
     ("gpuaas.cli.token", "token", "Create API tokens."),
     ("gpuaas.cli.telemetry", "report", "Reports: usage and chargeback (report usage)."),
 ]

@@ -139,6 +139,22 @@ class RuntimeBridge:
         with self._lock:
             return self.runtime.gpu_owners()
 
+    def nodes(self) -> list[dict[str, Any]]:
+        """The nodes pods run on, each with its labels, taints, GPUs and who holds them: the
+        runtime's own when it has many (Ray), else this server's node."""
+        with self._lock:
+            listed = getattr(self.runtime, "nodes", None)
+            if callable(listed):
+                return [n.to_dict() for n in listed()]
+            owners = self.runtime.gpu_owners()
+        if self.node is None:
+            return []
+        node = self.node.to_dict()
+        in_use: dict[str, list[str]] = {}
+        for index, (key, pod) in sorted(owners.items()):
+            in_use.setdefault(f"{key}/{pod}", []).append(str(index))
+        return [{**node, "alive": True, "gpusInUse": in_use}]
+
     def job_status(self, key: str) -> dict[str, Any]:
         """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
 
