@@ -204,6 +204,14 @@ def test_describe_events_and_preemption_trail(kube: Kube) -> None:
     assert rows(events)[0] == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert "workload/team-b-job" in events and "Preempted" in events
     assert "Admitted" in kube.get("events.v1.events.k8s.io", "-n", "team-a")
+    visibility = "/apis/visibility.kueue.x-k8s.io/v1beta1"
+    pending = json.loads(
+        kube.get("--raw", f"{visibility}/clusterqueues/team-b-cq/pendingworkloads")
+    )
+    assert [(i["metadata"]["name"], i["positionInClusterQueue"]) for i in pending["items"]] == [
+        ("team-b-job", 0)
+    ]
+    assert "kueue_pending_workloads" in kube.get("--raw", "/metrics")
 
 
 def test_watch_prints_table_rows_and_410(kube: Kube) -> None:
