@@ -135,9 +135,9 @@ def test_seed_preemption_shows_in_status_and_events(server: ServerProcess) -> No
             "/api/v1/namespaces/team-b/events",
             params={"fieldSelector": "involvedObject.kind=Workload,involvedObject.name=team-b-job"},
         ).json()["items"]
-        assert any(
-            e["reason"] == "Preempted" and "team-a/team-a-job" in e["message"] for e in events
-        )
+        uid = a["metadata"]["uid"]  # Kueue names the preemptor by UID, never by name
+        assert any(e["reason"] == "Preempted" and f"UID: {uid}," in e["message"] for e in events)
+        assert not any("team-a-job" in e["message"] for e in events)
         all_wl = c.get(f"{KUEUE}/workloads").json()["items"]
         assert {w["metadata"]["name"] for w in all_wl} == {"team-a-job", "team-b-job"}
         summary = {

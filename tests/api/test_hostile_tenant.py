@@ -20,8 +20,10 @@ import httpx
 import pytest
 import uvicorn
 import yaml
+from typer.testing import CliRunner
 
 from gpuaas.api.testing import free_port
+from gpuaas.cli.main import build_app
 from gpuaas.server import Server, ServerOptions, build
 
 SEED = Path(__file__).parents[1] / "cli_client" / "seed"
@@ -200,3 +202,57 @@ def test_tokens_are_listed_and_revoked_at_once(server: Server, http: httpx.Clien
         tenant.close()
         web.should_exit = True
     assert [t["name"] for t in http.get(TOKENS).json()["items"]] == ["admin"]
+
+
+@pytest.mark.parametrize(
+    "rv", ["99999999999999999999999", "-1", "\u0663", "1e3", "9223372036854775808"]
+)
+def test_watch_resource_version_out_of_range_is_a_400(http: httpx.Client, rv: str) -> None:
+    r = http.get(WORKLOADS, params={"watch": "true", "resourceVersion": rv})
+    assert r.status_code == 400, r.text
+    assert "resourceVersion" in r.json()["message"]
+
+
+def test_watch_ahead_of_the_server_is_told_so(http: httpx.Client) -> None:
+    rv = int(http.get(WORKLOADS).json()["metadata"]["resourceVersion"])
+    with http.stream(
+        "GET", WORKLOADS, params={"watch": "true", "resourceVersion": str(rv + 1000)}
+    ) as r:
+        events = [json.loads(line) for line in r.iter_lines() if line]
+    assert [e["type"] for e in events] == ["ERROR"]
+    status = events[0]["object"]
+    assert status["code"] == 504
+    assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+def test_an_empty_token_is_a_clear_cli_error(tmp_path: Path) -> None:
+    env = {
+        "GPUAAS_SERVER": "http://127.0.0.1:9",
+        "GPUAAS_TOKEN": "",
+        "GPUAAS_CONFIG": str(tmp_path / "c"),
+    }
+    result = CliRunner().invoke(build_app(), ["get", "cq"], env=env)
+    assert result.exit_code == 1
+    assert "GPUAAS_TOKEN" in result.output and "Illegal header" not in result.output
+
+
+def test_preemption_names_the_preemptor_by_uid_only(http: httpx.Client) -> None:
+    jobs = {}
+    for name in ("team-b-job", "team-a-job"):
+        doc = yaml.safe_load((SEED / f"{name}.yaml").read_text())
+        ns = doc["metadata"]["namespace"]
+        r = http.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=doc)
+        assert r.status_code == 201, r.text
+        jobs[name] = r.json()["metadata"]["uid"]
+    pre = http.get(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").json()
+    for _ in range(200):
+        victim = http.get(f"{KUEUE}/namespaces/team-b/workloads/team-b-job").json()
+        conds = {c["type"]: c for c in victim.get("status", {}).get("conditions", [])}
+        if "Evicted" in conds:
+            break
+        time.sleep(0.05)
+    message = conds["Evicted"]["message"]
+    assert f"(UID: {pre['metadata']['uid']}, JobUID: {jobs['team-a-job']})" in message
+    assert "team-a-job" not in message
+    events = http.get("/api/v1/namespaces/team-a/events").json()["items"]
+    assert events and not any("team-b-job" in e["message"] for e in events)

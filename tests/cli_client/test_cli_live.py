@@ -77,7 +77,8 @@ def test_seed_demo_through_the_cli(live: ServerProcess, tmp_path: Path) -> None:
     b_states = [ln[-2] for ln in lines[1:] if ln[1] == "team-b-job"]
     assert "True" in b_states and b_states[-1] == "False"  # admitted, then preempted, live
     code, out = run(env, "describe", "workload", "team-b-job", "-n", "team-b")
-    assert code == 0 and "Preempted to accommodate" in out and "team-a/team-a-job" in out
+    assert code == 0 and "Preempted to accommodate a workload (UID: " in out
+    assert "team-a-job" not in out  # the preemptor is named by its UIDs only
     assert "Events:" in out and "EvictedDueToPreempted" in out
     code, out = run(env, "explain", "workload", "team-b-job", "-n", "team-b")
     assert code == 0 and "Position:       1 of 1" in out and "What would have to change" in out

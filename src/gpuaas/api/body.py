@@ -178,3 +178,16 @@ def check_document(doc: Any) -> None:
         raise BodyError(
             413, f"the object is {size} bytes encoded, over the {MAX_OBJECT_BYTES}-byte limit"
         )
+
+
+def int_param(name: str, raw: str | None) -> int | None:
+    """A non-negative integer query parameter (resourceVersion, limit, timeoutSeconds).
+
+    ASCII digits only and within int64, as Kubernetes parses them: ``99999999999999999999999``
+    is a 400, not an overflow in the store.
+    """
+    if raw is None or raw == "":
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or int(raw) > _INT64_MAX:
+        raise BodyError(400, f"{name} {raw!r} is not a non-negative 64-bit integer")
+    return int(raw)

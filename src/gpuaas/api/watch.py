@@ -43,6 +43,15 @@ def expired(resource_version: int, oldest: int) -> bytes:
     return _event("ERROR", status_doc(410, message, "Expired"))
 
 
+def too_large(resource_version: int, current: int) -> bytes:
+    """kube-apiserver's answer to a resourceVersion ahead of it (rather than waiting silently)."""
+    message = f"Too large resource version: {resource_version}, current: {current}"
+    cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    return _event(
+        "ERROR", status_doc(504, message, "Timeout", {"causes": [cause], "retryAfterSeconds": 1})
+    )
+
+
 async def _next(queue: asyncio.Queue[Change | None]) -> Change | None:
     return await queue.get()
 
@@ -60,6 +69,9 @@ async def stream(
     history: int | None = None,
 ) -> AsyncIterator[bytes]:
     """``history``: how many changes back a resourceVersion may start (None: all of them)."""
+    if resource_version is not None and resource_version > engine.rv:
+        yield too_large(resource_version, engine.rv)
+        return
     if resource_version is not None and history is not None:
         oldest = engine.rv - history
         if resource_version < oldest:

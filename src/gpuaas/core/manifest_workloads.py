@@ -30,6 +30,7 @@ from gpuaas.core.objects import PodSet, Workload
 from gpuaas.core.quantity import QuantityError, parse_quantity_exact
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 RUNTIME_ANNOTATION = "gpuaas.dev/runtime-seconds"
@@ -187,7 +188,7 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         if len(_GOOD_QUEUES) < 10000:
             _GOOD_QUEUES.add(queue)
     priority = opt_int(ctx, spec, "priority", "spec.priority")
-    return _workload(
+    wl = _workload(
         ctx,
         pod_sets,
         labels,
@@ -197,6 +198,9 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         priority_class=_priority_class(ctx, spec, priority),
         active=opt_bool(ctx, spec, "active", "spec.active", True),
     )
+    wl.uid = _uid(ctx, meta)
+    wl.job_uid = labels.get(JOB_UID_LABEL, "")
+    return wl
 
 
 def _job_workload(ctx: Ctx, meta: dict[str, Any], pod_sets: list[PodSet], path: str) -> Workload:
@@ -208,7 +212,18 @@ def _job_workload(ctx: Ctx, meta: dict[str, Any], pod_sets: list[PodSet], path: 
     wpc = labels.get(PRIORITY_CLASS_LABEL) or None
     if wpc is not None:
         check_dns_subdomain(ctx, wpc, f"metadata.labels[{PRIORITY_CLASS_LABEL}]")
-    return _workload(ctx, pod_sets, labels, annotations, queue, priority_class=wpc)
+    wl = _workload(ctx, pod_sets, labels, annotations, queue, priority_class=wpc)
+    wl.job_uid = _uid(ctx, meta)  # the job's own; the Workload made from it has another
+    return wl
+
+
+def _uid(ctx: Ctx, meta: dict[str, Any]) -> str:
+    uid = meta.get("uid")
+    if uid is None:
+        return ""
+    if type(uid) is not str:
+        raise ctx.err("metadata.uid", f"must be a string, got {uid!r}")
+    return uid
 
 
 def parse_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workload:

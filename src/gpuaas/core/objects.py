@@ -261,6 +261,10 @@ class Workload:
     runtime_seconds: float | None = None  # gpuaas.dev/runtime-seconds
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    # metadata.uid of the Workload and of the Job it comes from ("" when not known, as in a
+    # scenario): Kueue names a preemptor by these, never by its name.
+    uid: str = field(default="", compare=False)
+    job_uid: str = field(default="", compare=False)
     # "namespace/name", computed once: namespace and name never change after parsing.
     key: str = field(init=False, default="", repr=False, compare=False)
 

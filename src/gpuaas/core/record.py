@@ -28,10 +28,16 @@ from gpuaas.core.state import Event, WorkloadState
 def preemption_message(
     preemptor: WorkloadState, preemptor_path: str, victim_path: str, reason: str
 ) -> str:
-    """Kueue's Preempted/Evicted message for a victim (``preemption.go``)."""
+    """Kueue's Preempted/Evicted message for a victim (``preemption.go``).
+
+    The preemptor is named by its UIDs only (``UNKNOWN`` where it has none, as Kueue writes for a
+    Workload without a job): its namespace and name may belong to another tenant.
+    """
     human = HUMAN_REASONS.get(reason, "UNKNOWN")
+    uid = preemptor.workload.uid or "UNKNOWN"
+    job_uid = preemptor.workload.job_uid or "UNKNOWN"
     return (
-        f"Preempted to accommodate a workload (UID: {preemptor.uid}, JobUID: {preemptor.key}) "
+        f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) "
         f"due to {human}; preemptor path: {preemptor_path}; preemptee path: {victim_path}"
     )
 
@@ -161,7 +167,8 @@ def events(d: Decision, workloads: Mapping[str, WorkloadState]) -> list[Event]:
                     "Normal",
                     "PreemptedWorkload",
                     "Workload " + d.preemptor,
-                    f"Preempted workload {key} (UID: {wl.uid}) in ClusterQueue "
+                    # By UID: the victim may be another tenant's, its name is not ours to tell.
+                    f"Preempted a workload (UID: {wl.workload.uid or 'UNKNOWN'}) in ClusterQueue "
                     f"{d.cluster_queue} ({d.preemption_reason})",
                     d.preemptor,
                     key,

@@ -150,6 +150,7 @@ class Engine(ReadModel):
                 continue
             if not isinstance(obj, Workload):
                 continue
+            obj.uid = str(rec.doc.get("metadata", {}).get("uid") or "")
             restored = persisted.admission_from_internal(rec.internal)
             phase = rec.internal.get("phase")
             if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
@@ -410,6 +411,7 @@ class Engine(ReadModel):
                 generation=1,
             )
             doc.pop("status", None)
+            _stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
             self._put(batch, rec, "ADDED")
             if kind.job and isinstance(obj, Workload):
@@ -440,6 +442,7 @@ class Engine(ReadModel):
             )
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
+            wl.uid = str(meta.get("uid") or "")
             self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
             return
         doc["metadata"].update(
@@ -448,6 +451,7 @@ class Engine(ReadModel):
             creationTimestamp=render.rfc3339(now),
             generation=1,
         )
+        wl.uid = doc["metadata"]["uid"]
         owner_gk = BY_KIND[str(owner["kind"])].gk
         self._put(batch, ObjectRecord(key, rv, rv, now, doc, {"owner": owner_gk}), "ADDED")
 
@@ -517,6 +521,7 @@ class Engine(ReadModel):
                 resourceVersion=str(rv),
             )
             doc.pop("status", None)
+            _stamp_uid(obj, kind, doc["metadata"])
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
             self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
@@ -598,3 +603,13 @@ class Engine(ReadModel):
 
     def close(self) -> None:
         self.committer.close()
+
+
+def _stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:
+    """The core names a preemptor by its UIDs (never its name): give it the ones just stored."""
+    if isinstance(obj, Workload):
+        uid = str(meta.get("uid") or "")
+        if kind.job:
+            obj.job_uid = uid  # the Workload's own uid comes with its derived document
+        else:
+            obj.uid = uid
