@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import selectors, tables, watch
+from gpuaas.api import selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.status import already_exists, not_found
@@ -47,6 +47,13 @@ def _int_param(request: Request, name: str) -> int | None:
     return int_param(name, request.query_params.get(name))
 
 
+def _answer(doc: JsonDoc, warnings: list[str], code: int = 200) -> Response:
+    response = JSONResponse(doc, status_code=code)
+    for key, value in validation.warning_headers(warnings):
+        response.headers.append(key, value)
+    return response
+
+
 def _is_watch(request: Request) -> bool:
     return request.query_params.get("watch", "").lower() in ("true", "1")
 
@@ -63,6 +70,9 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
     tag = kind.kind
     op = f"{kind.plural}_{version}"
     api_version = f"{kind.group}/{version}" if kind.group else version
+
+    def _validate(request: Request, doc: Any) -> list[str]:
+        return validation.check(kind, version, doc, request.query_params.get("fieldValidation"))
 
     async def who(request: Request) -> tuple[Engine, Principal]:
         engine, tokens, _ = _state(request)
@@ -148,6 +158,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         engine, p = await who(request)
         authorize(p, kind, namespace, None, "create")
         doc = await _read(request)
+        warnings = _validate(request, doc)
         try:
             out = await run_in_threadpool(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
@@ -156,7 +167,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             if isinstance(name, str) and str(exc).startswith(kind.kind):
                 raise already_exists(kind, name) from exc
             raise
-        return JSONResponse(shape(out), status_code=201)
+        return _answer(shape(out), warnings, 201)
 
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
@@ -179,8 +190,9 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "update")
         doc = await _read(request)
+        warnings = _validate(request, doc)
         out = await run_in_threadpool(engine.replace, kind, namespace, name, doc)
-        return JSONResponse(shape(out))
+        return _answer(shape(out), warnings)
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
@@ -188,8 +200,9 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         body = await _read(request)
         if not isinstance(body, dict):
             raise Invalid(f"{kind.kind} {name}: a merge patch must be an object")
+        warnings = _validate(request, body)
         out = await run_in_threadpool(engine.patch, kind, namespace, name, body)
-        return JSONResponse(shape(out))
+        return _answer(shape(out), warnings)
 
     async def delete(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
