@@ -119,18 +119,24 @@ class RayRuntime:
             ]
             from ray.util.placement_group import placement_group
 
-            run.pg = placement_group(
-                [bundle(p) for p in pods],
-                strategy="PACK",
-                name=run.pg_name,
-                lifetime="detached",
-                bundle_label_selector=selectors,
-            )
-            # 2. one actor per pod in its bundle; it starts the pod once the group is placed
+            try:
+                run.pg = placement_group(
+                    [bundle(p) for p in pods],
+                    strategy="PACK",
+                    name=run.pg_name,
+                    lifetime="detached",
+                    bundle_label_selector=selectors,
+                )
+                # 2. one actor per pod in its bundle; it starts the pod once the group is placed
+                self._dir.write(run)
+                for pod in run.pods.values():
+                    self._spawn(run, pod)
+            except Exception as exc:  # Ray refused (a bad selector, the cluster unreachable)
+                for pod in run.pods.values():
+                    self._kill_actor(pod)
+                self._remove_pg(run)
+                raise RuntimeRequestError(f"Workload {key}: Ray refused its pods: {exc}") from None
             self._runs[key] = run
-            self._dir.write(run)
-            for pod in run.pods.values():
-                self._spawn(run, pod)
             self._dir.write(run)
 
     def stop(self, key: str, grace_seconds: float | None = None) -> bool:
