@@ -9,7 +9,6 @@ writes committed together with hostile ones all succeed, and tokens can be liste
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,11 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import yaml
+from served import serve
 from typer.testing import CliRunner
 
-from gpuaas.api.testing import free_port
 from gpuaas.cli.main import build_app
 from gpuaas.server import Server, ServerOptions, build
 
@@ -63,24 +61,6 @@ def server(tmp_path: Path) -> Iterator[Server]:
         yield srv
     finally:
         srv.close()
-
-
-def serve(server: Server, token: str | None = None) -> tuple[httpx.Client, uvicorn.Server]:
-    port = free_port()
-    web = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="error"))
-    threading.Thread(target=web.run, name="test-uvicorn", daemon=True).start()
-    token = token or server.admin_token_path.read_text().strip()
-    client = httpx.Client(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
-    for _ in range(1000):
-        if web.started:
-            break
-        time.sleep(0.01)
-    assert web.started, "uvicorn did not start"
-    return client, web
 
 
 @pytest.fixture

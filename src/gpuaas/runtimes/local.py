@@ -340,17 +340,23 @@ class LocalRuntime:
                 procs.signal_group(rec.pgid, signal.SIGTERM)
 
     def _kill(self, run: _Run, pod: _Pod) -> None:
-        if pod.record.pgid is not None:
-            procs.signal_group(pod.record.pgid, signal.SIGKILL)
+        rec = pod.record
+        if rec.pid is not None:
+            procs.kill_tree(rec.pid, rec.start_time, rec.pgid)
+        elif rec.pgid is not None:
+            procs.signal_group(rec.pgid, signal.SIGKILL)
         if self._engine is not None:
             _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
 
     def _leftovers(self, pod: _Pod) -> list[int]:
-        """Processes of this pod still alive: its group, and anything that left the group
-        (``setsid``, as Ray's workers do) but still carries the pod's token."""
+        """Processes of this pod still alive: its leader's descendants (the leader is a subreaper,
+        so ``setsid``, ``env -i`` or a double fork cannot leave that tree), its group, and
+        anything that still carries the pod's token (found even when the leader is gone)."""
         found = set(procs.processes_with_token(pod.record.token))
         if pod.group_known and pod.record.pgid is not None:
             found.update(procs.group_members(pod.record.pgid))
+        if pod.record.pid is not None:
+            found.update(procs.descendants(pod.record.pid, pod.record.start_time))
         return sorted(found)
 
     def _adopt_pod(self, key: str, record: PodRecord) -> _Pod:
@@ -378,7 +384,7 @@ class LocalRuntime:
     def _abort(self, run: _Run) -> None:
         for pod in run.pods.values():
             if pod.record.pgid is not None:
-                procs.signal_group(pod.record.pgid, signal.SIGKILL)
+                procs.kill_tree(pod.record.pid or 0, pod.record.start_time, pod.record.pgid)
                 procs.wait_leader(
                     pod.record.pid or pod.record.pgid, 0.0, self._dir.exit_path(run.key, pod.name)
                 )

@@ -1,8 +1,10 @@
 """Process groups on Linux: spawn a pod, tell whether it is alive, signal it, find its leftovers.
 
 This module owns every system call the local runtime makes on processes. A pod is one session
-(its own process group) led by a tiny ``/bin/sh`` wrapper that records the command's exit code in
-a file, so the code survives a server crash (a re-adopted pod is no longer our child). The
+(its own process group) led by ``pod_init``, a child subreaper, so every process the pod starts
+stays its descendant whatever it does to its session, group or environment (``descendants``). Its
+child is a tiny ``/bin/sh`` wrapper that records the command's exit code in a file, so the code
+survives a server crash (a re-adopted pod is no longer our child). The
 wrapper traps SIGTERM with a no-op handler, which exec resets to the default in the command, so
 the command sees SIGTERM exactly as in a container while the wrapper waits to record its exit.
 Aliveness ignores zombies: on hosts whose PID 1 does not reap orphans, zombies never vanish.
@@ -14,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 POD_UID_ENV = "GPUAAS_POD_UID"
+POD_INIT = str(Path(__file__).with_name("pod_init.py"))
 _START_TIME_TOLERANCE = 0.05
 
 # $1: cgroup dir or "", $2: exit-code file, $3: working dir or "", rest: the command.
@@ -63,9 +67,10 @@ def spawn(
         (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),  # logs are the tenant's
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
+    init = [sys.executable, "-I", "-S", POD_INIT]
     wrapper = ["/bin/sh", "-c", _WRAPPER, "gpuaas-pod"]
-    full = [*wrapper, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
-    pid = os.posix_spawn("/bin/sh", full, env, file_actions=actions, setsid=True)
+    full = [*init, *wrapper, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
+    pid = os.posix_spawn(sys.executable, full, env, file_actions=actions, setsid=True)
     try:
         start = psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:  # exited already; still our child, reaped later
@@ -163,6 +168,35 @@ def processes_with_token(token: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(name))
     return found
+
+
+def descendants(pid: int, start_time: float = 0.0) -> list[int]:
+    """Live descendants of a pod's leader (its ``pod_init``, a subreaper: nothing the pod starts
+    can leave this tree while the leader lives), found by parent links whatever their session."""
+    if not leader_alive(pid, start_time):
+        return []
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for proc in found:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc.pid)
+    return out
+
+
+def kill_tree(pid: int, start_time: float, pgid: int | None) -> None:
+    """SIGKILL a pod: its leader's descendants first (so none is orphaned to PID 1 by the
+    leader's death), then its process group, leader included."""
+    for _ in range(5):  # a process may fork while we kill: its child is found on the next pass
+        pids = descendants(pid, start_time)
+        if not pids:
+            break
+        kill_pids(pids)
+    if pgid is not None:
+        signal_group(pgid, signal.SIGKILL)
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:

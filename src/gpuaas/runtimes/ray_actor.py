@@ -112,10 +112,10 @@ class PodProcess:
         if self.pid is None or self.gone:
             return
         if grace <= 0:
-            procs.signal_group(self.pid, signal.SIGKILL)
+            procs.kill_tree(self.pid, 0.0, self.pid)  # descendants first: none is orphaned
             return
         procs.signal_group(self.pid, signal.SIGTERM)
-        timer = threading.Timer(grace, procs.signal_group, (self.pid, signal.SIGKILL))
+        timer = threading.Timer(grace, procs.kill_tree, (self.pid, 0.0, self.pid))
         timer.daemon = True
         timer.start()
 

@@ -38,6 +38,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psutil
+
 from gpuaas.runtimes import procs
 
 HEAD_FILE = "head.json"
@@ -250,15 +252,21 @@ def _relay(child: subprocess.Popen[bytes], started: threading.Event) -> None:
 
 
 def _session_leftovers() -> list[int]:
-    """Live processes of this session but this one and its ancestors (the pod's wrapper).
+    """Live processes of this session but this one and its ancestors (the pod's wrapper and
+    ``pod_init``).
 
-    Only when the session is the pod's own (its leader is our parent, the runtime's ``setsid``
-    wrapper): run by hand from a terminal, the session is the terminal's, and nothing is swept.
+    Only when the session is the pod's own (its leader is an ancestor of ours within a few
+    steps: the runtime's ``setsid`` pod_init, then its wrapper): run by hand from a terminal, the
+    session is the terminal's, and nothing is swept.
     """
     sid, me = os.getsid(0), os.getpid()
-    if sid not in (os.getppid(), me):
+    ancestors = {me}
+    with contextlib.suppress(psutil.Error):
+        for parent in psutil.Process(me).parents()[:3]:
+            ancestors.add(parent.pid)
+    if sid not in ancestors:
         return []
-    return procs.live_with_stat_field(procs.SESSION_FIELD, sid, spare=frozenset({me, os.getppid()}))
+    return procs.live_with_stat_field(procs.SESSION_FIELD, sid, spare=frozenset(ancestors))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,35 @@
+"""Serve a ``gpuaas.server.Server`` built in-process with uvicorn on a thread, for API tests.
+
+A plain module (the test folders are not packages): ``from served import serve``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import uvicorn
+
+from gpuaas.api.testing import free_port
+from gpuaas.server import Server
+
+
+def serve(server: Server, token: str | None = None) -> tuple[httpx.Client, uvicorn.Server]:
+    """A client with the admin token (or ``token``) and the uvicorn server; set
+    ``should_exit`` on the latter to stop it."""
+    port = free_port()
+    web = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="error"))
+    threading.Thread(target=web.run, name="test-uvicorn", daemon=True).start()
+    token = token or server.admin_token_path.read_text().strip()
+    client = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    for _ in range(1000):
+        if web.started:
+            break
+        time.sleep(0.01)
+    assert web.started, "uvicorn did not start"
+    return client, web

@@ -1,0 +1,79 @@
+"""A pod's processes are contained whatever they do (issue 17, item 4).
+
+A process that leaves the pod's process group and session (``setsid``), drops ``GPUAAS_POD_UID``
+(``env -i``) and is orphaned by a double fork used to survive the pod's stop and keep its GPU,
+which the runtime had already given to the next workload. Each pod now starts under ``pod_init``,
+a child subreaper: such a process stays the pod's descendant, and the runtime says Stopped (and
+frees the GPU) only once it is gone, on a stop, on a stop that SIGKILLs, and when the pod's main
+process simply exits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from runtime_helpers import wait_for
+
+from gpuaas.runtimes.base import EventKind, PodSpec
+from gpuaas.runtimes.local import LocalRuntime
+
+
+def escape(inner: str) -> str:
+    """A process that leaves the pod's session and group and drops its environment."""
+    return f"env -i setsid sh -c '{inner}'"
+
+
+SLEEPER = escape("echo $$ > esc.pid; exec sleep 300")
+STUBBORN = escape('trap "" TERM; echo $$ > esc.pid; while :; do sleep 1; done')
+CASES = [
+    pytest.param(f"({SLEEPER} &); sleep 300", "stop", id="double-fork-setsid-env-i"),
+    pytest.param(f"{SLEEPER} & sleep 300", "stop", id="setsid-env-i-child"),
+    pytest.param(f"({STUBBORN} &); sleep 300", "stop", id="escaped-and-ignores-sigterm"),
+    pytest.param(f"({SLEEPER} &); sleep 300", "kill", id="stop-with-grace-zero"),
+    pytest.param(
+        f"({SLEEPER} &); while [ ! -s esc.pid ]; do sleep 0.05; done; exit 0",
+        "exit",
+        id="main-process-exits",
+    ),
+]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize(("script", "how"), CASES)
+def test_escaped_processes_end_with_their_pod(
+    runtime: LocalRuntime, tmp_path: Path, script: str, how: str
+) -> None:
+    pod = PodSpec("p-0", ("sh", "-c", script), gpus=1, termination_grace_seconds=1.0,
+                  working_dir=str(tmp_path))  # fmt: skip
+    runtime.start("ns/w", [pod])
+    pid_file = tmp_path / "esc.pid"
+    deadline = time.monotonic() + 10
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline, "the escaping process never started"
+        runtime.poll()
+        time.sleep(0.02)
+    escaped = int(pid_file.read_text())
+    leader = runtime.running()["ns/w"].pods[0].pid
+    assert leader is not None
+    if how != "exit":
+        proc = psutil.Process(escaped)
+        assert "GPUAAS_POD_UID" not in proc.environ()  # it really escaped the old checks
+        assert os.getsid(escaped) != os.getsid(leader)
+    if how == "stop":
+        runtime.stop("ns/w")
+    elif how == "kill":
+        runtime.stop("ns/w", grace_seconds=0)
+    expected = EventKind.SUCCEEDED if how == "exit" else EventKind.STOPPED
+    wait_for(runtime, expected, "ns/w", timeout=20)
+    assert not _alive(escaped), "the pod was reported gone while its process still ran"
+    assert runtime.gpu_owners() == {}
