@@ -282,8 +282,13 @@ def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
             )
             assert pending[0]["phase"] == "Pending"  # no other g6.4xlarge node
             assert "lost" in _log(c, "notebook")
+            # Ray kills a dying worker's children; the pod's guard kills the rest of the pod
             _until(lambda: not _pod_processes(cluster, "notebook-0"), "the dead node's pod gone")
-            assert _running(c, "fine-tune")  # the other node's pod runs on
+            # the other node's pod runs on: the same process, never restarted
+            (survivor,) = _running(c, "fine-tune")
+            assert (survivor["pid"], survivor["restarts"]) == (after["fine-tune"], 0), _log(
+                c, "fine-tune"
+            )
     finally:
         server.stop()
     assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]

@@ -6,10 +6,12 @@ signal for a signal), so the actor's ``wait`` reads the pod's exit code. It igno
 itself: a stop signals the whole group, the command gets it and decides, and this leader follows
 it out. It is a child subreaper, so whatever the command's processes do to their session, group or
 environment they stay its descendants, and it kills them all when the command ends. If the actor
-that started it dies (its raylet was killed, the node is going down) the
-leader sees its parent change and SIGKILLs the group, so no pod process outlives the Ray worker
-that answers for it and a GPU Ray thinks free is really free. It decides nothing and never signals
-a process outside its own group.
+that started it dies (its raylet was killed, the node is going down) the leader sees its parent
+change and SIGKILLs the group, so no pod process outlives the Ray worker that answers for it and
+a GPU Ray thinks free is really free. A Ray worker that exits SIGKILLs its own children, this
+leader among them, before the leader can act: so the leader starts a guard (``--guard``, in the
+pod's group) that does the same once the leader is gone. It decides nothing and never signals a
+process outside its own pod.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 
-from gpuaas.runtimes import pod_init
+from gpuaas.runtimes import pod_init, procs
 
 _PARENT_CHECK = 0.2  # seconds between checks that the owning actor still lives
+GUARD = "--guard"  # ``ray_podproc --guard LEADER``: the leader's own watcher (below)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [GUARD] and len(args) == 2:
+        return _guard(int(args[1]))
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
@@ -44,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"ray_podproc: cannot run {args[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
         return 127 if isinstance(exc, FileNotFoundError) else 126
+    _start_guard()
     while True:
         try:
             code = child.wait(timeout=_PARENT_CHECK)
@@ -70,6 +77,38 @@ def _kill_descendants() -> None:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
+
+
+def _start_guard() -> None:
+    """A watcher of this leader, in the pod's group: a Ray worker that exits SIGKILLs its own
+    children (this leader) first, which would leave the command's processes orphaned, alive."""
+    with contextlib.suppress(OSError):
+        subprocess.Popen(  # reaped by _kill_descendants
+            [sys.executable, "-m", "gpuaas.runtimes.ray_podproc", GUARD, str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )
+
+
+def _guard(leader: int) -> int:
+    """Wait while ``leader`` lives; once it is gone, SIGKILL what is left of the pod (its group,
+    and every process carrying its ``GPUAAS_POD_UID``) and exit."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while os.getppid() == leader:
+        time.sleep(_PARENT_CHECK)
+    token = os.environ.get(procs.POD_UID_ENV)
+    me = os.getpid()
+    for _ in range(100):
+        left = set(procs.group_members(leader))
+        if token:
+            left.update(procs.processes_with_token(token))
+        left.discard(me)
+        if not left:
+            break
+        procs.kill_pids(sorted(left))
+        time.sleep(0.02)
+    return 0
 
 
 def _default_signals() -> None:

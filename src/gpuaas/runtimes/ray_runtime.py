@@ -297,6 +297,11 @@ class RayRuntime:
             pod.watch = None
             try:
                 state = self._ray.get(ref)
+            except self._ray.exceptions.ActorUnavailableError:
+                # unreachable for a moment (a busy or restarting raylet): not dead, ask again
+                known = "" if pod.phase == "Pending" else "Running"
+                pod.watch = pod.actor.watch.remote(known, _WATCH_TIMEOUT)
+                continue
             except self._ray.exceptions.RayError as exc:
                 self._lost(run, pod, exc)
                 continue
