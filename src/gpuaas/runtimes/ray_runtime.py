@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gpuaas.core.objects import Taint
 from gpuaas.runtimes import ray_nodes
@@ -66,7 +67,12 @@ class RayRuntime:
         address: str | None = None,
         taints: dict[str, tuple[Taint, ...]] | None = None,
         clock: Callable[[], float] = time.time,
+        *,
+        local_gpus: int | None = None,
+        local_labels: dict[str, str] | None = None,
     ) -> None:
+        """Join the Ray cluster at ``address``, or start a one-node Ray in this process with
+        ``local_gpus`` GPUs and ``local_labels`` (this node's, so flavors match as locally)."""
         import ray
 
         self._ray = ray
@@ -78,13 +84,18 @@ class RayRuntime:
         self._lock = threading.RLock()
         self.address = address
         if not ray.is_initialized():
+            here: dict[str, Any] = {}
+            if address is None:
+                labels = {k: v for k, v in (local_labels or {}).items()
+                          if not k.startswith("ray.io/")}  # fmt: skip
+                here = {"num_gpus": local_gpus, "labels": labels, "include_dashboard": False}
             ray.init(
                 address=address,
                 namespace=NAMESPACE,
                 logging_level=logging.ERROR,
                 log_to_driver=False,
                 configure_logging=False,
-                include_dashboard=False if address is None else None,
+                **here,
             )
         from gpuaas.runtimes.ray_actor import PodProcess
 
@@ -238,8 +249,8 @@ class RayRuntime:
     def describe(self) -> str:
         nodes = [n for n in self.nodes() if n.alive]
         gpus = sum(n.gpus for n in nodes)
-        where = self.address or "started here"
-        return f"pods run on the Ray cluster at {where}: {len(nodes)} node(s), {gpus} GPU(s)"
+        where = f"at {self.address}" if self.address else "this server started"
+        return f"pods run on the Ray cluster {where}: {len(nodes)} node(s), {gpus} GPU(s)"
 
     # -- nodes --------------------------------------------------------------------------------------
     def nodes(self) -> list[ray_nodes.RayNode]:
@@ -499,6 +510,12 @@ def create(options: RuntimeOptions) -> RayRuntime:
         ) from None
     taints = ray_nodes.load_taints(options.ray_nodes)
     try:
-        return RayRuntime(options.state_dir, options.ray_address, taints)
+        return RayRuntime(
+            options.state_dir,
+            options.ray_address,
+            taints,
+            local_gpus=len(options.node.gpus),
+            local_labels=dict(options.node.labels),
+        )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RuntimeRequestError(f"cannot join the Ray cluster: {exc}") from None
