@@ -28,6 +28,7 @@ from fastapi import FastAPI
 
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
+from gpuaas.api.draining import Draining, DrainingServer
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
@@ -206,6 +207,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
             gpus=node.gpus,
             interval_seconds=options.telemetry_interval,
             owners=bridge.gpu_owners if bridge is not None else None,  # under the bridge's lock
+            simulated_gpus=node.gpu_source == "fake" or node.gpu_source.startswith("none:"),
         )
     except (StoreError, UsageStoreError) as exc:
         if bridge is not None:
@@ -252,17 +254,19 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
     # uvicorn re-raises SIGTERM once it has shut down; turn it into an exception so the
     # ``finally`` below still runs and stops the pods (the default action would just exit).
     signal.signal(signal.SIGTERM, _terminated)
+    app = Draining(server.app)  # open watches and follows end at once on stop, without a trace
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        ssl_certfile=str(options.tls_cert) if options.tls_cert else None,
+        ssl_keyfile=str(options.tls_key) if options.tls_key else None,
+        timeout_graceful_shutdown=2,
+        access_log=False,
+    )
     try:
-        uvicorn.run(
-            server.app,
-            host=options.host,
-            port=options.port,
-            log_level="warning",
-            ssl_certfile=str(options.tls_cert) if options.tls_cert else None,
-            ssl_keyfile=str(options.tls_key) if options.tls_key else None,
-            timeout_graceful_shutdown=2,
-            access_log=False,
-        )
+        DrainingServer(config, app).run()
     except _Terminated:
         pass
     finally:

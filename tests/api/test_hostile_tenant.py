@@ -236,3 +236,18 @@ def test_preemption_names_the_preemptor_by_uid_only(http: httpx.Client) -> None:
     assert "team-a-job" not in message
     events = http.get("/api/v1/namespaces/team-a/events").json()["items"]
     assert events and not any("team-b-job" in e["message"] for e in events)
+
+
+def test_apply_of_an_example_dir_skips_its_scenario_with_a_note(
+    http: httpx.Client, tmp_path: Path
+) -> None:
+    example = Path(__file__).parents[2] / "examples" / "004-jobs"
+    env = {
+        "GPUAAS_SERVER": str(http.base_url).rstrip("/"),
+        "GPUAAS_TOKEN": http.headers["Authorization"].removeprefix("Bearer "),
+        "GPUAAS_CONFIG": str(tmp_path / "cfg.json"),
+    }
+    result = CliRunner().invoke(build_app(), ["apply", "-f", str(example)], env=env)
+    assert result.exit_code == 0, result.output
+    assert "scenario.yaml: a Scenario, skipped" in result.output
+    assert "job.batch/team-a-job created" in result.output

@@ -97,6 +97,14 @@ def _documents(path: str) -> Iterator[tuple[str, JsonDoc]]:
                 continue
             if not isinstance(doc, dict):
                 raise _fail(f"error: {src}: a document must be an object")
+            if doc.get("kind") == "Scenario" and str(doc.get("apiVersion", "")).startswith(
+                "gpuaas.dev/"
+            ):
+                # examples/ keep a scenario beside their manifests: it is not an API object
+                typer.echo(
+                    f"note: {src}: a Scenario, skipped (run it: gpuaas scenario run)", err=True
+                )
+                continue
             if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
                 for item in doc["items"]:
                     yield src, item

@@ -105,8 +105,12 @@ class TelemetryBridge:
         collector: GpuCollector | None = None,
         hostname: str | None = None,
         seed: int = 0,
+        simulated_gpus: bool = False,
     ) -> None:
         self.gpus = list(gpus)
+        # Declared GPUs (--fake-gpus): "auto" samples them with the simulated collector, and
+        # NVML, which has nothing to say about them, is not even tried (nor warned about).
+        self._simulated_gpus = simulated_gpus
         self.hostname = hostname if hostname is not None else socket.gethostname()
         self.default_interval = interval_seconds
         self.counters = KueueCounters()
@@ -151,7 +155,7 @@ class TelemetryBridge:
     def _pick_collector(self, kind: str) -> GpuCollector:
         if self._fixed_collector is not None:
             return self._fixed_collector
-        if kind == "simulated":
+        if kind == "simulated" or (kind == "auto" and self._simulated_gpus):
             return self.simulated
         fallback = self.simulated if kind == "auto" else None
         return NvmlCollector(
@@ -427,6 +431,7 @@ def install(
     gpus: Sequence[GpuDevice],
     interval_seconds: float | None = None,
     owners: Callable[[], Owners] | None = None,
+    simulated_gpus: bool = False,
 ) -> TelemetryBridge:
     """The server's wiring: a durable ledger at ``usage_db`` (a SQLite path, or a PostgreSQL URL:
     the server's own database), attached to ``engine``. Raises ``UsageStoreError``."""
@@ -435,5 +440,6 @@ def install(
         interval_seconds=interval_seconds,
         usage_store=open_usage_store(usage_db),
         owners=owners,
+        simulated_gpus=simulated_gpus,
     )
     return bridge.attach(engine)
