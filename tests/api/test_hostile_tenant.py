@@ -251,3 +251,12 @@ def test_apply_of_an_example_dir_skips_its_scenario_with_a_note(
     assert result.exit_code == 0, result.output
     assert "scenario.yaml: a Scenario, skipped" in result.output
     assert "job.batch/team-a-job created" in result.output
+
+
+def test_a_new_namesake_does_not_inherit_a_deleted_workloads_events(http: httpx.Client) -> None:
+    selector = {"fieldSelector": "involvedObject.kind=Workload,involvedObject.name=again"}
+    for _ in range(2):
+        assert http.post(WORKLOADS, json=workload("again")).status_code == 201
+        events = http.get("/api/v1/namespaces/team-a/events", params=selector).json()["items"]
+        assert [e["reason"] for e in events].count("QuotaReserved") == 1, events
+        assert http.delete(f"{WORKLOADS}/again").status_code == 200

@@ -111,7 +111,21 @@ class ReadModel:
             return queries.cluster_queue_summary(self._cluster, names)
 
     def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
-        return self.store.events(namespace=namespace, obj=obj)
+        """The audit trail; for one object (``"Kind ns/name"``) that exists, only the events since
+        it was created, so a deleted namesake's events never show on a new object."""
+        records = self.store.events(namespace=namespace, obj=obj)
+        since = self._created(obj) if obj is not None else None
+        return records if since is None else [r for r in records if r.time >= since]
+
+    def _created(self, obj: str) -> float | None:
+        kind_name, _, ref = obj.partition(" ")
+        kind = BY_KIND.get(kind_name)
+        if kind is None or not ref:
+            return None
+        ns, _, name = ref.rpartition("/")
+        with self._lock:
+            rec = self.objects.get(self.key_of(kind, ns or None, name))
+            return rec.created if rec is not None else None
 
     def explain(self, namespace: str, name: str) -> JsonDoc:
         """Why a workload is pending, where it stands in its queue, and what would admit it."""
