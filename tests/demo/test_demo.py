@@ -71,6 +71,19 @@ def test_demo_runs_headless_to_the_end(tmp_path: Path) -> None:
     assert json.loads(lines[0])["version"] == 2 and len(lines) > 5
 
 
+@pytest.mark.slow
+def test_demo_piped_keeps_its_audit_trail(tmp_path: Path) -> None:
+    """Piped (no terminal), the demo prints plain lines, audit trail included (issue 17)."""
+    result = subprocess.run(
+        [*GPUAAS, "demo", "--speed", "10", "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    trail = out[out.index("== Audit trail") :]
+    assert "Preempted to accommodate a workload (UID: " in trail
+
+
 def test_demo_list_shows_the_other_seeds() -> None:
     result = CliRunner().invoke(build_app(), ["demo", "--list"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

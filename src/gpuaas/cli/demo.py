@@ -210,6 +210,7 @@ class Demo:
                     raise DemoError(f"{filename}: {exc}") from exc
 
     def run(self) -> None:
+        trail = ""
         with self.live():
             self.step("Applying seed 004: ClusterQueues team-a-cq, team-b-cq, shared-cq (10 CPU) "
                       "in cohort team-ab; priority classes prod (1000) and dev (100)")  # fmt: skip
@@ -227,6 +228,7 @@ class Demo:
             self.hold(3)
             self.step("Audit trail: describe workload team-b-job -n team-b")
             self.audit = self.describe("team-b", "team-b-job")
+            trail = self.audit
             if self.headless:
                 self.out.print(self.audit, markup=False, highlight=False)
             self.hold(5)
@@ -235,6 +237,11 @@ class Demo:
             for ns, name in (("team-b", "team-b-job"), ("team-a", "team-a-job")):
                 self.client.delete(BY_KIND["Job"], ns, name)
             self.wait("every process to be gone", lambda: not self.snap.pods)
+        if not self.headless:
+            # The live view is cut to the terminal's height (80x24 loses the audit trail's panel)
+            # and replaced as the demo goes on: the trail is printed in full once it is over.
+            self.out.rule("Audit trail: describe workload team-b-job -n team-b")
+            self.out.print(trail, markup=False, highlight=False)
 
     def describe(self, ns: str, name: str) -> str:
         doc = self.client.get(BY_KIND["Workload"], ns, name)
@@ -270,6 +277,8 @@ def demo(
     ] = 1.0,
 ) -> None:
     """Run a seed demo live: a real server and real processes, preemption as it happens."""
+    if not headless and not sys.stdout.isatty():
+        headless = True  # piped or redirected: a live view would keep only its last frame
     out = (
         Console(highlight=False)
         if not headless
