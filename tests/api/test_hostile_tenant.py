@@ -236,6 +236,10 @@ def test_preemption_names_the_preemptor_by_uid_only(http: httpx.Client) -> None:
     assert "team-a-job" not in message
     events = http.get("/api/v1/namespaces/team-a/events").json()["items"]
     assert events and not any("team-b-job" in e["message"] for e in events)
+    # the dashboard's overview counts the evicted (pending again) workload as its queues do
+    summary = http.get("/apis/gpuaas.dev/v1alpha1/dashboard/summary").json()
+    queued = sum(q["pendingWorkloads"] for q in summary["clusterQueues"])
+    assert summary["totals"]["pending"] == queued >= 1
 
 
 def test_apply_of_an_example_dir_skips_its_scenario_with_a_note(

@@ -410,6 +410,9 @@ def build_summary(
     gpus = gpu_panel(telemetry, workloads, visible)
     events = _events(engine, principal)
     counts = {s: sum(1 for w in workloads if w["state"] == s) for s in _STATES}
+    # An Evicted workload is pending again (its badge says both, and the queues count it as
+    # pending, as Kueue's pendingWorkloads does): the overview's Pending must agree with them.
+    counts["Pending"] += counts["Evicted"]
     return {
         "apiVersion": "gpuaas.dev/v1alpha1",
         "kind": "DashboardSummary",
