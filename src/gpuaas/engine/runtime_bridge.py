@@ -254,8 +254,7 @@ class RuntimeBridge:
         except PodSpecError as exc:
             if manifest.get("kind") == WORKLOAD.kind:
                 return True  # a bare Workload with no command only reserves quota, as in Kueue
-            self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
-            return True
+            return self._cannot_run(engine, key, str(exc), now)
         mismatch = self._node_mismatch(engine, st)
         if mismatch:
             self._warn(engine, key, "FailedScheduling", f"pods pending: {mismatch}", now)
@@ -272,8 +271,14 @@ class RuntimeBridge:
             self._warn(engine, key, "FailedCreate", f"pods pending: {exc}", now)
             return False
         except RuntimeRequestError as exc:
-            self._warn(engine, key, "FailedCreate", f"not run: {exc}", now)
-            return True
+            return self._cannot_run(engine, key, str(exc), now)
+        return True
+
+    def _cannot_run(self, engine: Engine, key: str, why: str, now: float) -> bool:
+        """Pods that can never be created (a bad command, Ray's temp dir too long for its
+        sockets): the workload fails and frees its quota rather than hold it with no pods."""
+        self._warn(engine, key, "FailedCreate", f"not run: {why}", now)
+        engine.finish_now(key, now, succeeded=False)
         return True
 
     def _placed(self, engine: Engine, st: WorkloadView, pods: list[PodSpec]) -> list[PodSpec]:
