@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 import threading
@@ -86,6 +87,10 @@ class RayRuntime:
         if not ray.is_initialized():
             here: dict[str, Any] = {}
             if address is None:
+                # Ray's ray.init() of a new local cluster writes ~/.ray/auth_token, which every
+                # later `ray start` of this user then requires: the one `ray start` gives, unless
+                # the user chose (RAY_AUTH_MODE=token)
+                os.environ.setdefault("RAY_AUTH_MODE", "disabled")
                 labels = {k: v for k, v in (local_labels or {}).items()
                           if not k.startswith("ray.io/")}  # fmt: skip
                 here = {"num_gpus": local_gpus, "labels": labels, "include_dashboard": False}

@@ -158,7 +158,8 @@ class LocalRayCluster:
             ]
         else:
             argv += [f"--address={self.address}"]
-        env = {**os.environ, **HEALTH_ENV, MARKER_ENV: self.token}
+        # explicit: a head would otherwise turn token auth on if ~/.ray/auth_token exists
+        env = {"RAY_AUTH_MODE": "disabled", **os.environ, **HEALTH_ENV, MARKER_ENV: self.token}
         env.pop("RAY_ADDRESS", None)
         log = self.root / f"{spec.name}.log"
         with log.open("wb") as out:
