@@ -8,6 +8,7 @@ never touch engine state.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, cast
 
 from gpuaas.core.manifests import ManifestError, parse_object
@@ -79,6 +80,12 @@ def checked(kind: Kind, namespace: str | None, name: str | None, doc: Any) -> Js
     """The body's identity must match the path: apiVersion, kind, namespace and name."""
     if not isinstance(doc, dict):
         raise Invalid(f"{kind.kind}: the body must be a single object, not {type(doc).__name__}")
+    try:
+        # What the store will write, checked before it joins a group-commit batch: one
+        # unstorable document must never fail other tenants' writes (the API refuses it first).
+        json.dumps(doc, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise Invalid(f"{kind.kind}: the object cannot be stored as JSON: {exc}") from None
     doc = copy.deepcopy(doc)
     meta = doc.get("metadata")
     if meta is None:
