@@ -328,3 +328,44 @@ def test_runtime_places_all_or_nothing_and_retries_within_backoff_limit(
         assert list(runtime.logs("ns/bad")) == ["attempt", "attempt"]
     finally:
         runtime.shutdown(grace_seconds=0)
+
+
+def test_losing_the_ray_head_ends_every_pod_and_the_server_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head holds the cluster's state (GCS). Without it Ray's workers give up after Ray's
+    reconnect timeout (``RAY_gcs_rpc_server_reconnect_timeout_s``: 10 s in the test cluster, 5 s
+    for the server here, 60 s by default), their raylets exit and every pod ends with its actor;
+    the server's Ray driver gives up too and the server exits. Started again against a new head,
+    the server finds its placement groups gone and runs its admitted workloads anew there."""
+    monkeypatch.setenv("RAY_gcs_rpc_server_reconnect_timeout_s", "5")
+    nodes = [
+        RayNodeSpec("head", {}, num_gpus=0, num_cpus=1),
+        RayNodeSpec("l4-4", {TYPE: "g6.12xlarge"}, num_gpus=4, num_cpus=2),
+    ]
+    clusters = [LocalRayCluster(tmp_path / "ray", nodes).start()]
+    server = _server(tmp_path, clusters[0])
+    try:
+        server.start()
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            _create(c, _job("fine-tune", 4))
+            _until(lambda: _running(c, "fine-tune"), "fine-tune's pod to run")
+        clusters[0].kill_node("head")
+        _until(lambda: not _pod_processes(clusters[0], "fine-tune-0"), "the pod to end", 60)
+        assert server.proc is not None
+        _until(lambda: server.proc.poll() is not None, "the server to give up", 60)  # type: ignore[union-attr]
+        # a new head (a new cluster): the server, started again, runs the workload there
+        clusters.append(LocalRayCluster(tmp_path / "ray2", nodes).start())
+        server = _server(tmp_path, clusters[1]).start()
+        with server.client() as c:
+            _until(lambda: _running(c, "fine-tune"), "fine-tune's pod to run again")
+            assert _until(lambda: _started_line(c, "fine-tune"), "its output").startswith(
+                "node=l4-4 cuda=0,1,2,3"
+            )
+    finally:
+        server.stop()
+        for cluster in clusters:
+            cluster.stop()
+    assert not [p for cluster in clusters for p in cluster.processes()]

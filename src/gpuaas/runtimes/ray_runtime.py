@@ -421,11 +421,22 @@ class RayRuntime:
 
     def _adopt_run(self, run: RayRun) -> RayRun:
         """Find the recorded run's placement group and actors by name; a missing actor is a
-        pod lost while the server was down (retried within the backoffLimit)."""
+        pod lost while the server was down (retried within the backoffLimit). A missing group
+        (the Ray head was lost and this is a new cluster) loses the run whole: it ends as
+        ``Stopped``, so the engine, which still holds it admitted, starts it anew."""
         from ray.util import get_placement_group
 
         with contextlib.suppress(ValueError):
             run.pg = get_placement_group(run.pg_name)
+        if run.pg is None:
+            for pod in run.pods.values():
+                with contextlib.suppress(ValueError):
+                    pod.actor = self._ray.get_actor(pod.actor_name, namespace=NAMESPACE)
+                self._kill_actor(pod)
+                pod.gone, pod.phase = True, "Failed"
+                pod.exit_code = pod.exit_code if pod.exit_code is not None else LOST_EXIT_CODE
+            run.stopping = True
+            return run
         for pod in run.pods.values():
             if pod.gone:
                 continue

@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +63,8 @@ class LocalRayCluster:
         self.token = secrets.token_hex(6)
         self.gcs_port = 0
         self.nodes: dict[str, _Started] = {}
+        # short: Ray's socket paths under it must stay within AF_UNIX's 107 bytes
+        self.temp_dir = Path(tempfile.gettempdir()) / f"gpuaas-test-ray-{self.token}"
 
     @property
     def address(self) -> str:
@@ -73,7 +77,7 @@ class LocalRayCluster:
             head, *workers = self.specs
             self.gcs_port = _free_ports(1)[0]
             self._start_node(head, head=True)
-            _wait_port(self.gcs_port, timeout)
+            _wait_port(self.gcs_port, timeout, self.nodes[head.name])
             self._wait_nodes(1, timeout)
             for count, spec in enumerate(workers, start=2):
                 # one at a time: nodes that start together in one session dir pick the same
@@ -92,6 +96,16 @@ class LocalRayCluster:
             with contextlib.suppress(psutil.Error):
                 if proc.name() == "raylet":
                     proc.kill()
+
+    def kill_node(self, name: str) -> None:
+        """SIGKILL every Ray process of node ``name`` (the head: the cluster's GCS goes too)."""
+        started = self.nodes[name]
+        procs = [psutil.Process(started.proc.pid)]
+        with contextlib.suppress(psutil.Error):
+            procs += procs[0].children(recursive=True)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
     def stop(self) -> None:
         """Stop every node and kill whatever of this cluster is still alive (pods included)."""
@@ -115,6 +129,7 @@ class LocalRayCluster:
                 started.proc.kill()
             started.proc.wait()
         self.nodes.clear()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def processes(self) -> list[psutil.Process]:
         """Live processes that carry this cluster's marker (Ray's and the pods')."""
@@ -154,7 +169,7 @@ class LocalRayCluster:
                 f"--ray-client-server-port={client}",
                 "--include-dashboard=false",
                 f"--dashboard-port={dash}",
-                f"--temp-dir={self.root / 'ray'}",
+                f"--temp-dir={self.temp_dir}",
             ]
         else:
             argv += [f"--address={self.address}"]
@@ -197,9 +212,11 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-def _wait_port(port: int, timeout: float) -> None:
+def _wait_port(port: int, timeout: float, node: _Started) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if node.proc.poll() is not None:
+            raise RuntimeError(f"ray head exited: {node.log.read_text()[-2000:]}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.1)
