@@ -7,6 +7,8 @@ the whole group-commit batch, and with it other tenants' writes.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -55,5 +57,22 @@ def test_unstorable_documents_are_refused_and_fail_no_one_else(
         assert sorted(made) == sorted(f"f{i}" for i in range(40))
         names, _ = e.list_objects(FLAVOR, None)
         assert len(names) == 40
+    finally:
+        e.close()
+
+
+def test_nan_stored_by_an_older_version_is_served_as_null(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db'}"
+    e = Engine(open_store(url))
+    e.create(FLAVOR, None, flavor("old", nodeLabels={"a": "b"}))
+    e.close()
+    with sqlite3.connect(tmp_path / "db") as db:  # what an unguarded older server wrote
+        db.execute('UPDATE objects SET doc = replace(doc, \'"a":"b"}\', \'"a":"b"},"x":NaN\')')
+    e = Engine(open_store(url))
+    try:
+        docs, _ = e.list_objects(FLAVOR, None)
+        json.dumps(docs, allow_nan=False)  # a list answers again
+        assert docs[0]["spec"]["x"] is None
+        assert any("NaN or infinite" in p for p in e.restore_problems)
     finally:
         e.close()

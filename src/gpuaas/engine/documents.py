@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any, cast
 
 from gpuaas.core.manifests import ManifestError, parse_object
@@ -121,3 +122,26 @@ def checked(kind: Kind, namespace: str | None, name: str | None, doc: Any) -> Js
     elif meta.get("namespace"):
         raise Invalid(f"{where}: metadata.namespace: {kind.kind} is cluster-scoped")
     return cast(JsonDoc, doc)
+
+
+def finite(doc: Any) -> tuple[Any, bool]:
+    """``doc`` with every NaN or infinity replaced by null, and whether any was.
+
+    For documents stored before the API refused such numbers: served as they were, they made
+    every list that included them fail (JSON has no NaN), even after a restart.
+    """
+    if isinstance(doc, float):
+        return (doc, False) if math.isfinite(doc) else (None, True)
+    if isinstance(doc, dict):
+        changed = False
+        out = {}
+        for k, v in doc.items():
+            out[k], c = finite(v)
+            changed |= c
+        return (out, True) if changed else (doc, False)
+    if isinstance(doc, list):
+        items = [finite(v) for v in doc]
+        if any(c for _, c in items):
+            return [v for v, _ in items], True
+        return doc, False
+    return doc, False

@@ -127,9 +127,16 @@ class Engine(ReadModel):
         loaded = self.store.load()
         self._loads += 1
         self._cluster = self._new_cluster()
+        repaired = []
+        for i, rec in enumerate(loaded.objects):
+            doc, changed = documents.finite(rec.doc)
+            if changed:  # stored by an older version: served (and next written) without NaN
+                loaded.objects[i] = replace(rec, doc=doc)
+                repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
         self.objects = {r.key: r for r in loaded.objects}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
+        self.restore_problems += [f"{r}: NaN or infinite numbers read as null" for r in repaired]
         workloads: list[ObjectRecord] = []
         # 1. Every non-workload object, in creation order, as it was created.
         for rec in loaded.objects:
