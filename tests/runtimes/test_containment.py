@@ -11,6 +11,7 @@ process simply exits.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import psutil
 import pytest
 from runtime_helpers import wait_for
 
+from gpuaas.runtimes import procs
 from gpuaas.runtimes.base import EventKind, PodSpec
 from gpuaas.runtimes.local import LocalRuntime
 
@@ -77,3 +79,22 @@ def test_escaped_processes_end_with_their_pod(
     wait_for(runtime, expected, "ns/w", timeout=20)
     assert not _alive(escaped), "the pod was reported gone while its process still ran"
     assert runtime.gpu_owners() == {}
+
+
+def test_cgroup_members_are_found_and_killed(tmp_path: Path) -> None:
+    """Where the host lets the runtime write cgroups, the pod's cgroup is a second fence: its
+    members (sub-cgroups included) are leftovers, and a kill empties it (a directory stands in
+    for cgroupfs here; ``cgroup.kill`` is then an ordinary file)."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        sub = tmp_path / "pod" / "nested"
+        sub.mkdir(parents=True)
+        (tmp_path / "pod" / "cgroup.procs").write_text("")
+        (sub / "cgroup.procs").write_text(f"{child.pid}\n999999999\n")
+        assert procs.cgroup_members(tmp_path / "pod") == [child.pid]
+        assert procs.cgroup_members(None) == []
+        procs.kill_cgroup(tmp_path / "pod")
+        assert child.wait(timeout=10) == -9
+    finally:
+        child.kill()
+        child.wait()

@@ -345,6 +345,7 @@ class LocalRuntime:
             procs.kill_tree(rec.pid, rec.start_time, rec.pgid)
         elif rec.pgid is not None:
             procs.signal_group(rec.pgid, signal.SIGKILL)
+        procs.kill_cgroup(Path(rec.cgroup) if rec.cgroup else None)
         if self._engine is not None:
             _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
 
@@ -357,6 +358,7 @@ class LocalRuntime:
             found.update(procs.group_members(pod.record.pgid))
         if pod.record.pid is not None:
             found.update(procs.descendants(pod.record.pid, pod.record.start_time))
+        found.update(procs.cgroup_members(Path(pod.record.cgroup) if pod.record.cgroup else None))
         return sorted(found)
 
     def _adopt_pod(self, key: str, record: PodRecord) -> _Pod:

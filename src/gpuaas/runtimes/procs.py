@@ -187,6 +187,35 @@ def descendants(pid: int, start_time: float = 0.0) -> list[int]:
     return out
 
 
+def cgroup_members(cgroup_dir: Path | None) -> list[int]:
+    """Live processes in a pod's cgroup and its sub-cgroups (none without one): where the host
+    lets the runtime write cgroups, a second fence besides ``pod_init``'s process tree."""
+    if cgroup_dir is None:
+        return []
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for procs_file in [cgroup_dir / "cgroup.procs", *cgroup_dir.glob("**/cgroup.procs")]:
+            with contextlib.suppress(OSError, ValueError):
+                found += [int(x) for x in procs_file.read_text().split()]
+    return sorted({p for p in found if _alive_pid(p)})
+
+
+def _alive_pid(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill_cgroup(cgroup_dir: Path | None) -> None:
+    """SIGKILL everything in a pod's cgroup: ``cgroup.kill`` (Linux 5.14+), else one by one."""
+    if cgroup_dir is None:
+        return
+    with contextlib.suppress(OSError):
+        (cgroup_dir / "cgroup.kill").write_text("1")
+    kill_pids(cgroup_members(cgroup_dir))
+
+
 def kill_tree(pid: int, start_time: float, pgid: int | None) -> None:
     """SIGKILL a pod: its leader's descendants first (so none is orphaned to PID 1 by the
     leader's death), then its process group, leader included."""
