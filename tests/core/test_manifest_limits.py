@@ -103,6 +103,11 @@ REFUSED = [
         id="arabic-indic-digit",
     ),
     pytest.param(
+        workload(annotations={"gpuaas.dev/runtime-seconds": "\u0663"}),
+        "metadata.annotations[gpuaas.dev/runtime-seconds]",
+        id="arabic-indic-seconds",
+    ),
+    pytest.param(
         workload({"memory": "\uff11Gi"}),
         "spec.podSets[0].template.spec.containers[0].resources.requests[memory]",
         id="fullwidth-digit",

@@ -28,6 +28,7 @@ INT32_MIN = -(1 << 31)
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -296,10 +297,8 @@ def _requirements(
                 raise ctx.err(
                     f"{p}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"
                 )
-            try:
-                int(values[0])
-            except ValueError:
-                raise ctx.err(f"{p}.values[0]", f"must be an integer, got {values[0]!r}") from None
+            if not _INTEGER.fullmatch(values[0]):  # ASCII, as Go's strconv.ParseInt
+                raise ctx.err(f"{p}.values[0]", f"must be an integer, got {values[0]!r}")
         out.append(SelectorRequirement(key=key, operator=op, values=tuple(values)))
     return tuple(out)
 
@@ -417,6 +416,8 @@ def non_negative_seconds(ctx: Ctx, annotations: dict[str, str], key: str) -> flo
     if raw is None:
         return None
     path = f"metadata.annotations[{key}]"
+    if not raw.isascii():  # float() also reads "٣" and full-width digits
+        raise ctx.err(path, f"must be a number of seconds, got {raw!r}")
     try:
         value = float(raw)
     except ValueError:

@@ -241,7 +241,7 @@ def parse_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workload:
     raw_min = annotations.get(MIN_PARALLELISM_ANNOTATION)
     if raw_min is not None:
         p = f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]"
-        if type(raw_min) is not str or not _ATOI.match(raw_min):
+        if type(raw_min) is not str or not _ATOI.fullmatch(raw_min):
             raise ctx.err(p, f"must be an integer, got {raw_min!r}")
         min_count = int(raw_min)
         if not 0 < min_count < count:
