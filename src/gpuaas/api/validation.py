@@ -63,4 +63,10 @@ def check(kind: Kind, version: str, doc: Any, mode: str | None) -> list[str]:
 
 
 def warning_headers(warnings: list[str]) -> list[tuple[str, str]]:
-    return [("Warning", '299 - "' + w.replace('"', '\\"') + '"') for w in warnings]
+    """RFC 7234 Warning headers (code 299); a header is latin-1, so anything beyond printable
+    ASCII in a message (a field name from the body) is escaped, never sent raw."""
+    out = []
+    for w in warnings:
+        text = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode() for c in w)
+        out.append(("Warning", '299 - "' + text.replace('"', '\\"') + '"'))
+    return out
