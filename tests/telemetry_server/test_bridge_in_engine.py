@@ -222,7 +222,8 @@ def test_metrics_rendered_from_engine_state_parse_with_kueue_and_dcgm_labels(
 # -- accounting -------------------------------------------------------------------------------
 def _preemption_story(e: Engine, clock: Clock) -> None:
     """dev (team-b, 4 GPUs, low) from T0; prod (team-a, 4 GPUs, high) preempts it at +1h and
-    finishes at +1.5h; dev is readmitted at +1.5h and still runs."""
+    finishes at +1.5h; dev is readmitted after Kueue's 1 s requeue batch, at +1.5h + 1 s, and
+    still runs."""
     prices = {"h100": {"gpuHour": 2.5, "cpuCoreHour": 0.04, "memoryGBHour": 0.005}}
     apply(e, configuration({"prices": prices, "currency": "EUR"}))
     apply(e, namespace("team-a"), namespace("team-b"), flavor())
@@ -240,7 +241,19 @@ def _preemption_story(e: Engine, clock: Clock) -> None:
     assert wl(e, "team-a/prod").phase == Phase.ADMITTED
     clock.t = T0 + 5400
     assert e.finish("team-a", "prod")
+    assert wl(e, "team-b/dev").phase == Phase.PENDING  # waits for the requeue batch
+    clock.t = T0 + READMIT
+    e.tick()
     assert wl(e, "team-b/dev").phase == Phase.ADMITTED
+
+
+READMIT = 5401  # seconds after T0: prod finished at +1.5h, dev returns 1 s later
+
+
+def _usage(gpu: float, cpu: float, mem: float, hours: float) -> tuple[float, ...]:
+    """(GPU, CPU core, memory GB) hours and their cost at the story's prices."""
+    g, c, m = gpu * hours, cpu * hours, mem * hours
+    return tuple(round(v, 6) for v in (g, c, m, g * 2.5 + c * 0.04 + m * 0.005))
 
 
 def _totals(bridge: TelemetryBridge, by: GroupBy, **kw: float) -> dict[str, tuple[float, ...]]:
@@ -262,27 +275,25 @@ def test_usage_across_a_preemption_matches_hand_computed_totals_and_survives_res
     bridge = bridge_for(e, tmp_path / "usage.db")
     _preemption_story(e, clock)
     until = T0 + 7200
-    # dev: [T0, +1h] and [+1.5h, +2h] = 1.5 h x (4 GPUs, 4 cores, 16 GiB)
+    # dev: [T0, +1h] and [+1.5h + 1 s, +2h] x (4 GPUs, 4 cores, 16 GiB)
     # prod: [+1h, +1.5h] = 0.5 h x (4 GPUs, 2 cores, 8 GiB)
-    expected_ns = {
-        "team-a": (2.0, 1.0, 4.0, round(2.0 * 2.5 + 1.0 * 0.04 + 4.0 * 0.005, 6)),
-        "team-b": (6.0, 6.0, 24.0, round(6.0 * 2.5 + 6.0 * 0.04 + 24.0 * 0.005, 6)),
-    }
+    dev_hours = 1.0 + (7200 - READMIT) / 3600
+    expected_ns = {"team-a": _usage(4, 2, 8, 0.5), "team-b": _usage(4, 4, 16, dev_hours)}
     assert _totals(bridge, GroupBy.NAMESPACE, until=until) == expected_ns
-    assert _totals(bridge, GroupBy.FLAVOR, until=until) == {
-        "h100": (8.0, 7.0, 28.0, round(20.0 + 0.28 + 0.14, 6))
-    }
+    [flavor_total] = _totals(bridge, GroupBy.FLAVOR, until=until).values()
+    both = zip(expected_ns["team-a"], expected_ns["team-b"], strict=True)
+    assert flavor_total == pytest.approx([a + b for a, b in both], abs=1e-5)
     # a window that cuts both of dev's intervals: [+0.5h, +1.75h]
     window = _totals(bridge, GroupBy.CLUSTER_QUEUE, since=T0 + 1800, until=T0 + 6300)
-    # dev 0.5 h + 0.25 h = 0.75 h x 4 GPUs; prod 0.5 h x 4 GPUs
-    assert window["shared-cq"][0] == pytest.approx(3.0 + 2.0)
+    # dev 0.5 h + (6300 - 5401) s x 4 GPUs; prod 0.5 h x 4 GPUs
+    assert window["shared-cq"][0] == pytest.approx(4 * (0.5 + (6300 - READMIT) / 3600) + 2.0)
     counters = bridge.counters.values()
     assert counters.preempted == {("shared-cq", "InClusterQueue"): 1}
     assert counters.evicted == {("shared-cq", "Preempted", "", "low"): 1}
     assert counters.quota_reserved == {("shared-cq", "low"): 2, ("shared-cq", "high"): 1}
     assert counters.finished == {("shared-cq", "high"): 1}
-    # dev waited 1800 s after its requeue: the histogram's sum has 0 (first) + 1800 (second)
-    assert counters.admission_wait[("shared-cq", "low")].sum == pytest.approx(1800.0)
+    # dev waited from its requeue (+1h) to +1.5h + 1 s: the histogram's sum has 0 + 1801
+    assert counters.admission_wait[("shared-cq", "low")].sum == pytest.approx(READMIT - 3600.0)
     bridge.close()
     e.close()
     store.close()
@@ -297,8 +308,8 @@ def test_usage_across_a_preemption_matches_hand_computed_totals_and_survives_res
         clock.t = T0 + 6600
         assert e.finish("team-b", "dev")  # closes the reloaded interval at +1h50m
         after = _totals(bridge, GroupBy.NAMESPACE, until=until)
-        # dev: [T0, +1h] and [+1.5h, +1h50m] = 1 h + 20 min, x 4 GPUs
-        assert after["team-b"][0] == pytest.approx(4.0 * (1.0 + 1 / 3), abs=1e-6)
+        # dev: [T0, +1h] and [+1.5h + 1 s, +1h50m], x 4 GPUs
+        assert after["team-b"][0] == pytest.approx(4.0 * (1.0 + (6600 - READMIT) / 3600))
         bridge.close()
     finally:
         e.close()
