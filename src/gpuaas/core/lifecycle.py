@@ -54,7 +54,9 @@ class Lifecycle:
         """Record ``d``: in the decision list, as conditions on ``wl``, and as events."""
         c = self.c
         c.decisions.append(d)
-        record.conditions(wl, d)
+        write = record.CONDITION_WRITERS.get(type(d))  # record.conditions, one call fewer
+        if write is not None:
+            write(wl, d)
         if c.record_events:
             c.events.extend(record.events(d, c.workloads))
 

@@ -9,6 +9,7 @@ Finished, ...). It never decides anything and never changes phases or quota.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from gpuaas.core.decisions import (
     Admit,
@@ -44,12 +45,11 @@ def preemption_message(
 
 def conditions(wl: WorkloadState, d: Decision) -> bool:
     """Write the conditions ``d`` implies on ``wl``; True if any changed."""
-    write = _CONDITIONS.get(type(d))
+    write = CONDITION_WRITERS.get(type(d))
     return write(wl, d) if write is not None else False
 
 
-def _reserve(wl: WorkloadState, d: Decision) -> bool:
-    assert isinstance(d, Reserve)
+def _reserve(wl: WorkloadState, d: Reserve) -> bool:
     now = d.time
     changed = wl.set_condition(
         "QuotaReserved", "True", "QuotaReserved", reserved_message(d.cluster_queue), now
@@ -60,17 +60,15 @@ def _reserve(wl: WorkloadState, d: Decision) -> bool:
     return changed
 
 
-def _admit(wl: WorkloadState, d: Decision) -> bool:
+def _admit(wl: WorkloadState, d: Admit) -> bool:
     return wl.set_condition("Admitted", "True", "Admitted", "The workload is admitted", d.time)
 
 
-def _pend(wl: WorkloadState, d: Decision) -> bool:
-    assert isinstance(d, Pend)
+def _pend(wl: WorkloadState, d: Pend) -> bool:
     return wl.set_condition("QuotaReserved", "False", d.reason, d.message, d.time)
 
 
-def _evict(wl: WorkloadState, d: Decision) -> bool:
-    assert isinstance(d, Evict)
+def _evict(wl: WorkloadState, d: Evict) -> bool:
     now, changed = d.time, False
     if d.preemptor is not None:
         changed |= wl.set_condition("Preempted", "True", d.preemption_reason or "", d.message, now)
@@ -79,8 +77,7 @@ def _evict(wl: WorkloadState, d: Decision) -> bool:
     return changed
 
 
-def _requeue(wl: WorkloadState, d: Decision) -> bool:
-    assert isinstance(d, Requeue)
+def _requeue(wl: WorkloadState, d: Requeue) -> bool:
     msg = f"The workload was evicted: {d.reason}"
     changed = wl.set_condition("QuotaReserved", "False", "Pending", msg, d.time)
     changed |= wl.set_condition(
@@ -89,23 +86,22 @@ def _requeue(wl: WorkloadState, d: Decision) -> bool:
     return changed
 
 
-def _deactivate(wl: WorkloadState, d: Decision) -> bool:
-    assert isinstance(d, Deactivate)
+def _deactivate(wl: WorkloadState, d: Deactivate) -> bool:
     if not d.after_eviction:
         return False
     msg = f"The workload was evicted: {d.reason}"
     return wl.set_condition("QuotaReserved", "False", "Pending", msg, d.time)
 
 
-def _finish(wl: WorkloadState, d: Decision) -> bool:
-    assert isinstance(d, Finish)
+def _finish(wl: WorkloadState, d: Finish) -> bool:
     reason, msg = finish_reason(d.succeeded)
     return wl.set_condition("Finished", "True", reason, msg, d.time)
 
 
 # By exact type: a dict lookup per decision instead of an isinstance chain (a settle records
-# several decisions per admission). Types not listed write no condition.
-_CONDITIONS: dict[type[Decision], Callable[[WorkloadState, Decision], bool]] = {
+# several decisions per admission); each writer takes the type it is listed under. Types not
+# listed write no condition.
+CONDITION_WRITERS: dict[type[Decision], Callable[[WorkloadState, Any], bool]] = {
     Reserve: _reserve,
     Admit: _admit,
     Pend: _pend,
@@ -186,4 +182,11 @@ def events(d: Decision, workloads: Mapping[str, WorkloadState]) -> list[Event]:
     return []
 
 
-__all__ = ["conditions", "events", "finish_reason", "preemption_message", "reserved_message"]
+__all__ = [
+    "CONDITION_WRITERS",
+    "conditions",
+    "events",
+    "finish_reason",
+    "preemption_message",
+    "reserved_message",
+]
