@@ -168,3 +168,21 @@ class Runtime(Protocol):
     def describe(self) -> str:
         """One line for the server's start-up output: where pods run, what is enforced."""
         ...
+
+
+def check_pods(key: str, pods: list[PodSpec]) -> None:
+    """What every runtime refuses before starting anything: a bad key, no pods, duplicate or
+    empty pod names, a pod without a command."""
+    namespace, _, name = key.partition("/")
+    if not namespace or not name or "/" in name:
+        raise RuntimeRequestError(f"workload key {key!r}: must be namespace/name")
+    if not pods:
+        raise RuntimeRequestError(f"Workload {key}: no pods to run")
+    names = [p.name for p in pods]
+    if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
+        raise RuntimeRequestError(
+            f"Workload {key}: pod names must be unique and non-empty: {names}"
+        )
+    for pod in pods:
+        if not pod.command:
+            raise RuntimeRequestError(f"Workload {key}: pod {pod.name} has no command")

@@ -40,6 +40,7 @@ from gpuaas.runtimes.base import (
     RuntimeOptions,
     RuntimeRequestError,
     WorkloadRun,
+    check_pods,
 )
 from gpuaas.runtimes.gpus import GpuAllocator
 from gpuaas.runtimes.limits import Limits, create_pod_cgroup, detect_limits, remove_pod_cgroup
@@ -450,19 +451,8 @@ def create(options: RuntimeOptions) -> LocalRuntime:
 
 
 def _check_request(key: str, pods: list[PodSpec]) -> None:
-    namespace, _, name = key.partition("/")
-    if not namespace or not name or "/" in name:
-        raise RuntimeRequestError(f"workload key {key!r}: must be namespace/name")
-    if not pods:
-        raise RuntimeRequestError(f"Workload {key}: no pods to run")
-    names = [p.name for p in pods]
-    if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
-        raise RuntimeRequestError(
-            f"Workload {key}: pod names must be unique and non-empty: {names}"
-        )
-    for pod in pods:
-        if not pod.command:
-            raise RuntimeRequestError(f"Workload {key}: pod {pod.name} has no command")
+    check_pods(key, pods)
+    for pod in pods:  # this node's directories: a local pod's workingDir must exist here
         if pod.working_dir and not Path(pod.working_dir).is_dir():
             raise RuntimeRequestError(
                 f"Workload {key}: pod {pod.name} workingDir {pod.working_dir}: no such directory"

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuaas.runtimes.base import PodSpec, RuntimeRequestError
+from gpuaas.runtimes.base import PodSpec
 
 _MIN_CPU = 0.001  # a bundle needs one resource above zero
 
@@ -176,28 +176,11 @@ def lines(data: bytes, pod: str, count: int) -> Iterator[str]:
         yield f"[{pod}] {line}" if count > 1 else line
 
 
-def check_request(key: str, pods: list[PodSpec]) -> None:
-    namespace, _, name = key.partition("/")
-    if not namespace or not name or "/" in name:
-        raise RuntimeRequestError(f"workload key {key!r}: must be namespace/name")
-    if not pods:
-        raise RuntimeRequestError(f"Workload {key}: no pods to run")
-    names = [p.name for p in pods]
-    if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
-        raise RuntimeRequestError(
-            f"Workload {key}: pod names must be unique and non-empty: {names}"
-        )
-    for pod in pods:
-        if not pod.command:
-            raise RuntimeRequestError(f"Workload {key}: pod {pod.name} has no command")
-
-
 __all__ = [
     "RayPod",
     "RayRun",
     "RunDir",
     "bundle",
-    "check_request",
     "from_record",
     "lines",
     "pg_name",

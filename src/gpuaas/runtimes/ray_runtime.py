@@ -43,13 +43,13 @@ from gpuaas.runtimes.base import (
     RuntimeOptions,
     RuntimeRequestError,
     WorkloadRun,
+    check_pods,
 )
 from gpuaas.runtimes.ray_records import (
     RayPod,
     RayRun,
     RunDir,
     bundle,
-    check_request,
     from_record,
     lines,
 )
@@ -116,7 +116,7 @@ class RayRuntime:
         restart_count: int | None = None,
     ) -> None:
         with self._lock:
-            check_request(key, pods)
+            check_pods(key, pods)
             if key in self._runs:
                 raise AlreadyRunning(f"Workload {key}: already has pods on the Ray cluster")
             previous = self._dir.read(key)
