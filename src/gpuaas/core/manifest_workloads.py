@@ -203,7 +203,8 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
     return wl
 
 
-def _job_workload(ctx: Ctx, meta: dict[str, Any], pod_sets: list[PodSet], path: str) -> Workload:
+def job_workload(ctx: Ctx, meta: dict[str, Any], pod_sets: list[PodSet], path: str) -> Workload:
+    """The Workload Kueue's job integrations build: queue and priority-class labels carried."""
     labels, annotations = _metadata_maps(ctx, meta)
     _check_unique_names(ctx, pod_sets, path)
     queue = labels.get(QUEUE_LABEL, "")
@@ -249,7 +250,7 @@ def parse_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workload:
     if spec.get("template") is None:
         raise ctx.err("spec.template", "required value")
     pod_set = build_pod_set(ctx, "main", count, min_count, spec["template"], "spec.template")
-    return _job_workload(ctx, meta, [pod_set], "spec")
+    return job_workload(ctx, meta, [pod_set], "spec")
 
 
 def _with_redis_cleanup(ctx: Ctx, template: Any, path: str) -> Any:
@@ -350,7 +351,7 @@ def parse_ray_cluster(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Wo
         raise ctx.err("spec", "required value")
     annotations = opt_map(ctx, meta, "annotations", "metadata.annotations") or {}
     pod_sets = _ray_pod_sets(ctx, spec, "spec", annotations, [])
-    return _job_workload(ctx, meta, pod_sets, "spec.workerGroupSpecs")
+    return job_workload(ctx, meta, pod_sets, "spec.workerGroupSpecs")
 
 
 def parse_ray_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workload:
@@ -402,4 +403,4 @@ def parse_ray_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Worklo
             pod_sets.append(
                 build_pod_set(ctx, "submitter", 1, None, default, "spec.submitterPodTemplate")
             )
-    return _job_workload(ctx, meta, pod_sets, "spec.rayClusterSpec.workerGroupSpecs")
+    return job_workload(ctx, meta, pod_sets, "spec.rayClusterSpec.workerGroupSpecs")

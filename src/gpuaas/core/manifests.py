@@ -2,7 +2,7 @@
 
 ``parse_object`` takes a document already parsed from YAML or JSON (a dict, as ``kubectl apply -f``
 would read it) and returns the core object it describes, validated and defaulted as Kueue's CRDs
-and webhooks do; job kinds (batch/v1 Job, ray.io RayCluster and RayJob) become one ``Workload``
+and webhooks do; job kinds (batch/v1 Job, ray.io RayCluster and RayJob, kubeflow.org Notebook) become one ``Workload``
 each, as Kueue's job integrations build it. Any bad input raises ``ManifestError`` naming the
 object, the field and the reason, never another exception. This module only dispatches on kind and
 reads metadata; the per-kind rules live in ``manifest_queues``, ``manifest_workloads`` and
@@ -23,6 +23,7 @@ from gpuaas.core.manifest_common import (
     check_metadata,
     type_name,
 )
+from gpuaas.core.manifest_notebook import NOTEBOOK_API_VERSIONS, parse_notebook
 from gpuaas.core.manifest_queues import (
     parse_admission_check,
     parse_cluster_queue,
@@ -49,7 +50,7 @@ __all__ = [
     "parse_object_with_ref",
 ]
 
-WORKLOAD_KINDS = frozenset({"Workload", "Job", "RayCluster", "RayJob"})
+WORKLOAD_KINDS = frozenset({"Workload", "Job", "RayCluster", "RayJob", "Notebook"})
 
 _KUEUE = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 _RAY = ("ray.io/v1", "ray.io/v1alpha1")
@@ -81,6 +82,7 @@ _KINDS: dict[str, _Kind] = {
     "Job": _Kind(("batch/v1",), True, "Workload", parse_job),
     "RayCluster": _Kind(_RAY, True, "Workload", parse_ray_cluster),
     "RayJob": _Kind(_RAY, True, "Workload", parse_ray_job),
+    "Notebook": _Kind(NOTEBOOK_API_VERSIONS, True, "Workload", parse_notebook),
 }
 # Namespaces already seen to be valid DNS labels ("" is kubectl's "default").
 _GOOD_NAMESPACES: set[str] = {"", "default"}

@@ -17,7 +17,7 @@ from gpuaas.core.objects import KueueObject
 from gpuaas.engine.errors import Invalid
 from gpuaas.store import JsonDoc
 from gpuaas.telemetry import TelemetryInputError, parse_configuration
-from gpuaas.vocab.kinds import CONFIGURATION, Kind
+from gpuaas.vocab.kinds import CONFIGURATION, HARDWARE_PROFILE, Kind
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -57,6 +57,8 @@ def parse(doc: JsonDoc) -> KueueObject | None:
     if doc.get("kind") == CONFIGURATION.kind:
         check_configuration(doc)
         return None
+    if doc.get("kind") == HARDWARE_PROFILE.kind:
+        return None  # checked by engine.admission_hooks; read by the profile webhook only
     try:
         return parse_object(doc)
     except ManifestError as exc:

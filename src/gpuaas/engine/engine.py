@@ -28,7 +28,8 @@ from gpuaas.core.decisions import Decision
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, persisted, status
+from gpuaas.core.manifest_notebook import notebook_stopped
+from gpuaas.engine import admission_hooks, documents, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
@@ -47,7 +48,7 @@ from gpuaas.store import (
     Write,
 )
 from gpuaas.vocab import render
-from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
+from gpuaas.vocab.kinds import BY_KIND, NAMESPACE, NOTEBOOK, WORKLOAD, Kind
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class Engine(ReadModel):
             kind = self._kind_of(rec.key)
             if kind is WORKLOAD:
                 workloads.append(rec)
-            elif kind is not None and not kind.job and kind is not CONFIGURATION:
+            elif kind is not None and not kind.job and not kind.stored_only:
                 self._restore_apply(rec, rec.doc)
         # 2. Workloads in creation order: admitted ones keep their admission, others re-queue
         #    with their original creation time, so pending order is what it was.
@@ -403,6 +404,7 @@ class Engine(ReadModel):
                 doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
             if kind.kind == "AdmissionCheck":
                 doc.pop("status", None)  # written through its status subresource only
+            doc = admission_hooks.admit(self, kind, namespace, doc)
             obj = documents.parse(doc)
             wl_key = self.key_of(WORKLOAD, namespace, name)
             if (kind.job or kind is WORKLOAD) and wl_key in self.objects:
@@ -421,9 +423,7 @@ class Engine(ReadModel):
             _stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
             self._put(batch, rec, "ADDED")
-            if kind.job and isinstance(obj, Workload):
-                self._put_derived(batch, obj, doc, now, created=True)
-            self._apply(obj, now)
+            self._apply_job_or_object(batch, kind, obj, doc, now, created=True)
             self._settle(now, batch)
             fut = self._commit(batch)
             out_key = key
@@ -461,6 +461,29 @@ class Engine(ReadModel):
         wl.uid = doc["metadata"]["uid"]
         owner_gk = BY_KIND[str(owner["kind"])].gk
         self._put(batch, ObjectRecord(key, rv, rv, now, doc, {"owner": owner_gk}), "ADDED")
+
+    def _apply_job_or_object(
+        self,
+        batch: _Batch,
+        kind: Kind,
+        obj: KueueObject | None,
+        doc: JsonDoc,
+        now: float,
+        *,
+        created: bool,
+    ) -> None:
+        """A job kind gets its derived Workload, except a stopped Notebook: its pods are gone,
+        and with them the Workload of Kueue's StatefulSet pod group (core.manifest_notebook)."""
+        if kind is NOTEBOOK and notebook_stopped(doc):
+            assert isinstance(obj, Workload)
+            wl_key = ObjectKey(WORKLOAD.gk, obj.namespace, obj.name)
+            if wl_key in self.objects:
+                self._remove(batch, wl_key)
+                self._cluster.delete("Workload", obj.namespace, obj.name, now)
+            return
+        if kind.job and isinstance(obj, Workload):
+            self._put_derived(batch, obj, doc, now, created=created)
+        self._apply(obj, now)
 
     def _apply(self, obj: KueueObject | None, now: float) -> None:
         if obj is None:  # a gpuaas kind (GpuaasConfiguration): stored, not for the core
@@ -515,6 +538,7 @@ class Engine(ReadModel):
                 doc.pop("status", None)
                 if "status" in old.doc:
                     doc["status"] = old.doc["status"]
+            doc = admission_hooks.admit(self, kind, namespace, doc)
             obj = documents.parse(doc)
             now = self.clock()
             batch = _Batch()
@@ -532,9 +556,7 @@ class Engine(ReadModel):
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
             self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
-            if kind.job and isinstance(obj, Workload):
-                self._put_derived(batch, obj, doc, now, created=False)
-            self._apply(obj, now)
+            self._apply_job_or_object(batch, kind, obj, doc, now, created=False)
             self._settle(now, batch)
             fut = self._commit(batch)
         self._wait(fut)

@@ -34,3 +34,17 @@ class Invalid(EngineError):
 class Unavailable(EngineError):
     status = 503
     reason = "ServiceUnavailable"
+
+
+class BadRequest(EngineError):
+    """A mutating admission webhook could not handle the object (its ``Errored(400)``)."""
+
+    status = 400
+    reason = "BadRequest"
+
+
+class Denied(EngineError):
+    """A validating admission webhook denied the object (its ``Denied``)."""
+
+    status = 403
+    reason = "Forbidden"

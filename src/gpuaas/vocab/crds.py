@@ -96,6 +96,8 @@ _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
     "Job": ("job", (), ("all",), True),
     "RayCluster": ("raycluster", (), ("all",), True),
     "RayJob": ("rayjob", (), ("all",), True),
+    "Notebook": ("notebook", (), (), True),
+    "HardwareProfile": ("hardwareprofile", (), (), True),
     "GpuaasConfiguration": ("gpuaasconfiguration", (), (), False),
 }
 

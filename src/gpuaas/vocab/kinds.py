@@ -22,6 +22,7 @@ class Kind:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     job: bool = False  # a job kind: the engine derives a Workload from it
+    stored_only: bool = False  # gpuaas keeps it and reads it, the core never sees it
 
     @property
     def gk(self) -> str:
@@ -34,6 +35,8 @@ class Kind:
 
     def accepts(self, api_version: str) -> bool:
         group, _, version = api_version.rpartition("/")
+        if api_version in _EXTRA_API_VERSIONS.get(self.kind, ()):
+            return True
         return group == self.group and version in self.versions + _EXTRA_VERSIONS.get(self.kind, ())
 
     def base_path(self, version: str | None = None) -> str:
@@ -43,6 +46,11 @@ class Kind:
 
 # Kueue served Cohort as v1alpha1 before v1beta1; manifests in the wild still say so.
 _EXTRA_VERSIONS: dict[str, tuple[str, ...]] = {"Cohort": ("v1alpha1",)}
+# Open Data Hub's older dashboard profiles: accepted in a body and migrated to the infrastructure
+# shape on write, as the ODH operator migrates them (the dashboard group itself is not served).
+_EXTRA_API_VERSIONS: dict[str, tuple[str, ...]] = {
+    "HardwareProfile": ("dashboard.opendatahub.io/v1alpha1",)
+}
 
 KINDS: tuple[Kind, ...] = (
     Kind("Namespace", "", ("v1",), "namespaces", False, ("ns",)),
@@ -70,14 +78,34 @@ KINDS: tuple[Kind, ...] = (
     Kind("Job", "batch", ("v1",), "jobs", True, ("job",), job=True),
     Kind("RayCluster", "ray.io", ("v1",), "rayclusters", True, ("raycluster",), job=True),
     Kind("RayJob", "ray.io", ("v1",), "rayjobs", True, ("rayjob",), job=True),
+    # A Kubeflow workbench: Kueue admits it as one Workload (core.manifest_notebook).
+    Kind("Notebook", "kubeflow.org", ("v1", "v1beta1"), "notebooks", True, (), job=True),
+    # Open Data Hub's hardware profiles: read by the profile webhook (engine.admission_hooks).
+    Kind(
+        "HardwareProfile",
+        "infrastructure.opendatahub.io",
+        ("v1", "v1alpha1"),
+        "hardwareprofiles",
+        True,
+        stored_only=True,
+    ),
     # gpuaas's own settings (hoarding rules, prices, sampling): stored, never given to the core.
-    Kind("GpuaasConfiguration", "gpuaas.dev", ("v1alpha1",), "gpuaasconfigurations", False),
+    Kind(
+        "GpuaasConfiguration",
+        "gpuaas.dev",
+        ("v1alpha1",),
+        "gpuaasconfigurations",
+        False,
+        stored_only=True,
+    ),
 )
 
 BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
 WORKLOAD = BY_KIND["Workload"]
 NAMESPACE = BY_KIND["Namespace"]
 CONFIGURATION = BY_KIND["GpuaasConfiguration"]
+NOTEBOOK = BY_KIND["Notebook"]
+HARDWARE_PROFILE = BY_KIND["HardwareProfile"]
 
 
 def lookup(name: str) -> Kind | None:
