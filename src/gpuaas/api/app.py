@@ -27,6 +27,7 @@ from gpuaas.api import (
     nodes_routes,
     resources,
     visibility,
+    workbench_proxy,
 )
 from gpuaas.api.auth import AuthError
 from gpuaas.api.body import DEFAULT_MAX_BODY, BodyError
@@ -113,4 +114,5 @@ def create_app(
     metrics_routes.install(app)
     logs_routes.install(app)
     nodes_routes.install(app)
+    workbench_proxy.install(app)
     return app

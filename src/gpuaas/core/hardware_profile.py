@@ -91,7 +91,9 @@ def migrate_dashboard_profile(doc: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(spec, Mapping):
         spec = {}
     annotations = dict(meta.get("annotations") or {})
-    annotations[MIGRATED_ANNOTATION] = f"hardwareprofiles.dashboard.opendatahub.io/{meta.get('name')}"
+    annotations[MIGRATED_ANNOTATION] = (
+        f"hardwareprofiles.dashboard.opendatahub.io/{meta.get('name')}"
+    )
     annotations[DISPLAY_NAME_ANNOTATION] = str(spec.get("displayName") or "")
     annotations[DESCRIPTION_ANNOTATION] = str(spec.get("description") or "")
     annotations[DISABLED_ANNOTATION] = "false" if spec.get("enabled") is True else "true"
@@ -174,9 +176,11 @@ def parse_hardware_profile(doc: Mapping[str, Any]) -> HardwareProfile:
     spec = opt_map(ctx, dict(doc), "spec", "spec")
     if spec is None:
         raise ctx.err("spec", "required value")
-    annotations = string_map(ctx, meta, "annotations", "metadata.annotations") if meta.get(
-        "annotations"
-    ) else {}
+    annotations = (
+        string_map(ctx, meta, "annotations", "metadata.annotations")
+        if meta.get("annotations")
+        else {}
+    )
     identifiers = _identifiers(ctx, spec)
     stype, queue, priority = "", "", ""
     selector: dict[str, str] = {}
@@ -211,7 +215,9 @@ def parse_hardware_profile(doc: Mapping[str, Any]) -> HardwareProfile:
                     "'kueue' field must not be set",
                 )
             if node.get("nodeSelector"):
-                selector = string_map(ctx, node, "nodeSelector", "spec.scheduling.node.nodeSelector")
+                selector = string_map(
+                    ctx, node, "nodeSelector", "spec.scheduling.node.nodeSelector"
+                )
             tolerations(ctx, node, "tolerations", "spec.scheduling.node.tolerations")
             tols = tuple(copy.deepcopy(t) for t in node.get("tolerations") or ())
     return HardwareProfile(
@@ -335,8 +341,7 @@ def check_maximum(doc: Mapping[str, Any], profile: HardwareProfile) -> None:
                     continue  # the pod-template reader reports the bad quantity itself
                 if asked > parse_quantity_exact(ident.max_count):
                     raise ctx.err(
-                        f"spec.template.spec.containers[{i}].resources.{field}"
-                        f"[{ident.identifier}]",
+                        f"spec.template.spec.containers[{i}].resources.{field}[{ident.identifier}]",
                         f"{values[ident.identifier]} is above hardware profile "
                         f"{profile.namespace}/{profile.name}'s maxCount {ident.max_count} "
                         "(a gpuaas rule: the profile's maximum is enforced)",

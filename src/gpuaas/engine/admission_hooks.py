@@ -59,9 +59,7 @@ def admit(engine: Engine, kind: Kind, namespace: str | None, doc: JsonDoc) -> Js
     return doc
 
 
-def find_profile(
-    engine: Engine, ref: tuple[str, str]
-) -> hardware_profile.HardwareProfile | None:
+def find_profile(engine: Engine, ref: tuple[str, str]) -> hardware_profile.HardwareProfile | None:
     """The stored profile ``ref`` = (namespace, name), parsed; None when there is none."""
     rec = engine.objects.get(ObjectKey(HARDWARE_PROFILE.gk, ref[0], ref[1]))
     if rec is None:

@@ -25,10 +25,10 @@ from typing import Any, Protocol
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
+from gpuaas.core.manifest_notebook import notebook_stopped
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.core.manifest_notebook import notebook_stopped
 from gpuaas.engine import admission_hooks, documents, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel

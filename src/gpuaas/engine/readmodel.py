@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaas.core.cluster import Cluster
+from gpuaas.core.manifest_notebook import notebook_stopped
 from gpuaas.core.objects import ClusterQueue, ResourceFlavor
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, queries, views
@@ -27,7 +28,7 @@ from gpuaas.engine.errors import NotFound
 from gpuaas.engine.explain import explain_workload
 from gpuaas.engine.views import ClusterView, WorkloadView
 from gpuaas.store import EventRecord, JsonDoc, ObjectKey, ObjectRecord, Store
-from gpuaas.vocab import ray_status
+from gpuaas.vocab import notebook_status, ray_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
 
 
@@ -65,6 +66,22 @@ class ReadModel:
                 raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
             return self._shown(kind, rec)
 
+    def _notebook_status(self, rec: ObjectRecord) -> JsonDoc:
+        """Kubeflow's Notebook status from its workload and its pod (vocab.notebook_status)."""
+        key = f"{rec.key.namespace}/{rec.key.name}"
+        st = self._cluster.workloads.get(key)
+        stopped = notebook_stopped(rec.doc)
+        live = None
+        why = ""
+        if st is not None and not stopped:
+            if st.phase in (Phase.PENDING, Phase.INACTIVE):
+                why = self._cluster.why_pending(key)
+            elif self.job_status is not None:
+                live = self.job_status(key)
+        return notebook_status.notebook_status(
+            rec.key.namespace, rec.key.name, st, live, why, stopped
+        )
+
     def list_objects(
         self, kind: Kind, namespaces: set[str] | None = None
     ) -> tuple[list[JsonDoc], int]:
@@ -86,6 +103,8 @@ class ReadModel:
             live = self.job_status(key) if self.job_status is not None else None
             st = self._cluster.workloads.get(key)
             return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
+        if kind.kind == "Notebook":
+            return {**rec.doc, "status": self._notebook_status(rec)}
         if kind.kind not in ("ClusterQueue", "LocalQueue"):
             return rec.doc
         doc = dict(rec.doc)

@@ -44,10 +44,11 @@ from gpuaas.runtimes import (
     RuntimeRequestError,
     WorkloadRun,
     build_run_plan,
+    workbench,
 )
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
-from gpuaas.vocab.kinds import WORKLOAD
+from gpuaas.vocab.kinds import NOTEBOOK, WORKLOAD
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -237,7 +238,26 @@ class RuntimeBridge:
         return True
 
     def _plan(self, st: WorkloadView, manifest: Mapping[str, Any]) -> RunPlan:
-        return build_run_plan(st.workload, st.admission, manifest, ray_dir=self._ray_dir(st.key))
+        bench = None
+        if manifest.get("kind") == NOTEBOOK.kind:
+            wdir = self.runtime.workload_dir(st.key)
+            home = wdir / "home"
+            home.mkdir(parents=True, exist_ok=True)
+            bench = (workbench.ensure(wdir, st.workload.namespace, st.workload.name), home)
+        return build_run_plan(
+            st.workload,
+            st.admission,
+            manifest,
+            ray_dir=self._ray_dir(st.key),
+            workbench=bench,
+        )
+
+    def workbench_at(self, key: str) -> workbench.Workbench | None:
+        """Where a running workbench's server listens (None when it has no pods now)."""
+        with self._lock:
+            if key not in self.runtime.running():
+                return None
+            return workbench.load(self.runtime.workload_dir(key))
 
     def _ray_dir(self, key: str) -> Path:
         return self.runtime.workload_dir(key) / "ray"

@@ -22,7 +22,13 @@ from typing import Any
 from gpuaas.core.objects import PodSet, Workload
 from gpuaas.core.state import Admission
 from gpuaas.runtimes import ray_plan
-from gpuaas.runtimes.base import DEFAULT_BACKOFF_LIMIT, DEFAULT_GRACE_SECONDS, PodSpec
+from gpuaas.runtimes.base import (
+    DEFAULT_BACKOFF_LIMIT,
+    DEFAULT_GRACE_SECONDS,
+    PodSpec,
+    RuntimeRequestError,
+)
+from gpuaas.runtimes.workbench import Workbench, jupyter_command
 
 GPU = "nvidia.com/gpu"
 RayCommand = Callable[[str, PodSet, float], tuple[str, ...]]  # (pod name, podSet, grace) -> argv
@@ -46,8 +52,12 @@ def build_run_plan(
     *,
     ray_dir: Path | None = None,
     ray_bin: Path | None = None,
+    workbench: tuple[Workbench, Path] | None = None,
 ) -> RunPlan:
     """The pods of ``workload`` as admitted, with commands taken from ``manifest``.
+
+    ``workbench``: for a Notebook, its port and base URL and JupyterLab's root directory
+    (``runtimes.workbench``); a Notebook container with no command runs JupyterLab there.
 
     ``ray_dir``: where this workload's Ray pods record their ports (the runtime's directory for
     the workload); without it, a RayCluster container must have its own command. ``ray_bin``:
@@ -76,7 +86,7 @@ def build_run_plan(
             pod_name = (
                 f"{workload.name}-{index}" if single else f"{workload.name}-{pod_set.name}-{index}"
             )
-            pods.append(_pod(pod_name, pod_set, template, workload, where, ray_cmd))
+            pods.append(_pod(pod_name, pod_set, template, workload, where, ray_cmd, workbench))
     return RunPlan(pods, _backoff_limit(manifest, where))
 
 
@@ -84,7 +94,7 @@ def pod_templates(manifest: Mapping[str, Any], where: str) -> dict[str, Mapping[
     """podSet name -> pod template spec, for each kind gpuaas runs."""
     kind = manifest.get("kind")
     spec = _mapping(manifest.get("spec", {}), f"{where}: spec")
-    if kind == "Job":
+    if kind in ("Job", "Notebook"):
         return {"main": _template_spec(spec, f"{where}: spec.template")}
     if kind == "RayCluster":
         return _ray_templates(spec, where, "spec")
@@ -99,7 +109,9 @@ def pod_templates(manifest: Mapping[str, Any], where: str) -> dict[str, Mapping[
                 ps, f"{where}: spec.podSets[{i}].template"
             )
         return out
-    raise PodSpecError(f"{where}: kind {kind!r} cannot be run (Job, RayCluster, RayJob, Workload)")
+    raise PodSpecError(
+        f"{where}: kind {kind!r} cannot be run (Job, RayCluster, RayJob, Notebook, Workload)"
+    )
 
 
 def _ray_templates(spec: Mapping[str, Any], where: str, path: str) -> dict[str, Mapping[str, Any]]:
@@ -167,6 +179,7 @@ def _pod(
     workload: Workload,
     where: str,
     ray_cmd: RayCommand | None = None,
+    workbench: tuple[Workbench, Path] | None = None,
 ) -> PodSpec:
     containers = _list(template.get("containers"), f"{where}: podSet {pod_set.name} containers")
     if not containers:
@@ -175,6 +188,8 @@ def _pod(
     cname = container.get("name", "0")
     field = f"{where}: podSet {pod_set.name} container {cname}"
     env = _env(container.get("env") or [], field, workload, name)
+    if workbench is not None:
+        env = (*workbench[0].env, *env)
     env_map = dict(env)
     command = tuple(_expand(str(a), env_map) for a in container.get("command") or [])
     args = tuple(_expand(str(a), env_map) for a in container.get("args") or [])
@@ -184,6 +199,11 @@ def _pod(
     if not command and not args and ray_cmd is not None:  # KubeRay's injected `ray start`
         command = ray_cmd(name, pod_set, float(grace))
         env = (*((k, v) for k, v in ray_plan.RAY_ENV if k not in env_map), *env)
+    if not command and not args and workbench is not None:  # the image's JupyterLab
+        try:
+            command = jupyter_command(*workbench)
+        except RuntimeRequestError as exc:
+            raise PodSpecError(f"{field}: {exc}") from None
     if not command and not args:
         raise PodSpecError(
             f"{field}: no command or args; on the host the image's entrypoint is unknown, "
