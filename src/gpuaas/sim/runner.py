@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.manifests import ManifestError, core_kind, parse_object_with_ref
+from gpuaas.sim.admission import Admission
 from gpuaas.core.objects import AdmissionCheck, KueueObject
 from gpuaas.core.quantity import format_quantity, parse_quantity
 from gpuaas.core.state import Phase
@@ -90,24 +91,47 @@ def _parse(doc: dict[str, Any], file: str, where: str) -> tuple[KueueObject, Ref
     return obj, _ref_of(kind, namespace, name)
 
 
+def _admitted(
+    hooks: Admission, doc: dict[str, Any], file: str, where: str
+) -> tuple[KueueObject | None, Ref | None, bool]:
+    """The webhooks first (``sim.admission``): (object, its ref, whether it stops a Notebook);
+    a HardwareProfile gives no object."""
+    try:
+        admitted, stops = hooks.admit(doc)
+    except ManifestError as exc:
+        raise ScenarioError(file, where, str(exc)) from None
+    if admitted is None:
+        return None, None, False
+    obj, ref = _parse(admitted, file, where)
+    return obj, ref, stops
+
+
 def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]:
     """Parse all objects; reject a finish or delete of something never applied before it."""
     file, label = scenario.file, f"scenario {scenario.name!r}"
     applied: set[Ref] = set()
     objects: list[KueueObject] = []
+    hooks = Admission()
     for j, doc in enumerate(scenario.objects):
-        obj, ref = _parse(doc, file, f"{label}: spec.objects[{j}]")
-        objects.append(obj)
-        applied.add(ref)
+        obj, ref, stops = _admitted(hooks, doc, file, f"{label}: spec.objects[{j}]")
+        if obj is not None and ref is not None and not stops:
+            objects.append(obj)
+            applied.add(ref)
     prepared: list[_PreparedStep] = []
     for step in scenario.steps:
         where = f"{label}: step {step.index} (at {step.at})"
         apply: list[KueueObject] = []
+        deletes: list[Ref] = []
         for j, doc in enumerate(step.apply):
-            obj, ref = _parse(doc, file, f"{where}: apply[{j}]")
+            obj, ref, stops = _admitted(hooks, doc, file, f"{where}: apply[{j}]")
+            if obj is None or ref is None:
+                continue
+            if stops:  # a stopped Notebook: its Workload goes, if it was there
+                if ref in applied:
+                    deletes.append(ref)
+                continue
             apply.append(obj)
             applied.add(ref)
-        deletes: list[Ref] = []
         for j, d in enumerate(step.delete):
             try:
                 ref = _ref_of(d.kind, d.namespace, d.name)
