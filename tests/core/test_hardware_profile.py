@@ -46,8 +46,11 @@ def notebook(resources: dict[str, Any] | None = None, **pod: Any) -> dict[str, A
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "Notebook",
-        "metadata": {"name": "nb", "namespace": "team",
-                     "annotations": {hp.NAME_ANNOTATION: "l4"}},  # fmt: skip
+        "metadata": {
+            "name": "nb",
+            "namespace": "team",
+            "annotations": {hp.NAME_ANNOTATION: "l4"},
+        },
         "spec": {"template": {"spec": {"containers": [container], **pod}}},
     }
 

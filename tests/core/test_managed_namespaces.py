@@ -40,7 +40,12 @@ def test_local_queue_defaulting(
 
 VALIDATION = {
     "managed notebook without label": ("Notebook", None, MANAGED, "missing required label"),
-    "managed raycluster, empty label": ("RayCluster", {mn.QUEUE_LABEL: ""}, MANAGED, "set but empty"),
+    "managed raycluster, empty label": (
+        "RayCluster",
+        {mn.QUEUE_LABEL: ""},
+        MANAGED,
+        "set but empty",
+    ),
     "legacy managed label": ("RayJob", {}, {mn.LEGACY_MANAGED_LABEL: "true"}, "missing"),
     "managed notebook with label": ("Notebook", {mn.QUEUE_LABEL: "q"}, MANAGED, None),
     "unmanaged namespace": ("Notebook", None, {}, None),

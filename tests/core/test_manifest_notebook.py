@@ -19,9 +19,14 @@ def nb(**meta: Any) -> dict[str, Any]:
             "template": {
                 "spec": {
                     "containers": [
-                        {"name": "wb", "image": "img",
-                         "resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": 1},
-                                       "limits": {"memory": "2Gi"}}},  # fmt: skip
+                        {
+                            "name": "wb",
+                            "image": "img",
+                            "resources": {
+                                "requests": {"cpu": "500m", "nvidia.com/gpu": 1},
+                                "limits": {"memory": "2Gi"},
+                            },
+                        },
                     ]
                 }
             }

@@ -94,7 +94,7 @@ def test_demo_list_shows_the_other_seeds() -> None:
 
 
 def test_a_demo_that_does_not_run_live_says_why() -> None:
-    result = CliRunner().invoke(build_app(), ["demo", "001"])
+    result = CliRunner().invoke(build_app(), ["demo", "003"])
     assert result.exit_code == 1 and "does not run live" in result.output
     result = CliRunner().invoke(build_app(), ["demo", "999"])
     assert result.exit_code == 1 and "no demo '999'" in result.output

@@ -111,7 +111,10 @@ def _fake_gpus_if_none() -> str | None:
 
 
 class Demo:
-    """The script of seed 004, drawn live, headless or into a cast as it runs."""
+    """The script of seed 004, drawn live, headless or into a cast as it runs (other seeds'
+    scripts subclass it: ``cli.demo_workbench``)."""
+
+    demo_id = "004"  # whose packaged manifests ``apply`` reads
 
     def __init__(
         self,
@@ -198,7 +201,7 @@ class Demo:
 
     # -- the script -----------------------------------------------------------------------------
     def apply(self, filename: str) -> None:
-        for doc in demos.manifests("004", filename):
+        for doc in demos.manifests(self.demo_id, filename):
             kind = for_api_version(str(doc.get("apiVersion")), str(doc.get("kind")))
             if kind is None:
                 raise DemoError(f"{filename}: no kind {doc.get('kind')} in {doc.get('apiVersion')}")
@@ -298,11 +301,25 @@ def demo(
     with tempfile.TemporaryDirectory(prefix="gpuaas-demo-") as tmp:
         target = (data_dir or Path(tmp)).expanduser()
         target.mkdir(parents=True, exist_ok=True)
-        _run(target, out, headless=headless, speed=speed, record=record)
+        _run(target, out, headless=headless, speed=speed, record=record, demo_id=demo_id)
+
+
+def _script(demo_id: str) -> type[Demo]:
+    if demo_id == "001":
+        from gpuaas.cli.demo_workbench import WorkbenchDemo  # it subclasses Demo
+
+        return WorkbenchDemo
+    return Demo
 
 
 def _run(
-    data_dir: Path, out: Console, *, headless: bool, speed: float, record: Path | None
+    data_dir: Path,
+    out: Console,
+    *,
+    headless: bool,
+    speed: float,
+    record: Path | None,
+    demo_id: str = "004",
 ) -> None:
     server = Server(data_dir, _fake_gpus_if_none())
     cast = CastRecorder(record) if record is not None else None
@@ -312,7 +329,7 @@ def _run(
         if headless:
             out.print(f"server {server.url} (data in {data_dir})", markup=False)
         client = Client(Config(server=server.url, token=token))
-        Demo(client, out, headless=headless, speed=speed, cast=cast).run()
+        _script(demo_id)(client, out, headless=headless, speed=speed, cast=cast).run()
     except (DemoError, ClientError) as exc:
         typer.echo(f"gpuaas demo: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -27,6 +27,11 @@ class DemoInfo:
         """Whether it can run here, and if not, why."""
         if self.needs == "ray" and importlib.util.find_spec("ray") is None:
             return False, "not available: needs the ray extra (pip install 'gpuaas[ray]')"
+        if self.needs == "workbench" and importlib.util.find_spec("jupyterlab") is None:
+            return False, (
+                "not available: needs the workbench extra (pip install 'gpuaas[workbench]'); "
+                + self.how
+            )
         if not self.live:
             return False, self.how
         return True, "runs live"
@@ -36,8 +41,9 @@ CATALOGUE: tuple[DemoInfo, ...] = (
     DemoInfo("004", "Jobs: team A's prod GPU Job preempts team B's dev Job (SLA tiers)", True),
     DemoInfo(
         "001",
-        "GPU pool: two L4 flavors tried in order, a waiting notebook admitted by itself",
-        False,
+        "Workbenches: hardware profiles, a full GPU pool queues a JupyterLab, a stop frees it",
+        True,
+        needs="workbench",
         how="on simulated time: gpuaas scenario run examples/001-gpu-pool/",
     ),
     DemoInfo(

@@ -52,10 +52,10 @@ class Admission:
         if kind == NOTEBOOK_KIND:
             ref = hardware_profile.profile_ref(doc)
             if ref is not None:
-                profile = self.profiles.get(ref)
-                if profile is None:
+                found = self.profiles.get(ref)
+                if found is None:
                     raise hardware_profile.not_found(str(kind), ns, str(meta.get("name")), ref)
-                doc = hardware_profile.inject(doc, profile)
+                doc = hardware_profile.inject(doc, found)
         has_default = (ns, managed_namespaces.DEFAULT_LOCAL_QUEUE) in self.local_queues
         doc = managed_namespaces.default_local_queue(doc, has_default)
         managed_namespaces.check_queue_label(doc, self.namespace_labels.get(ns, {}))

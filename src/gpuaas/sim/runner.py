@@ -20,10 +20,10 @@ from typing import Any
 
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.manifests import ManifestError, core_kind, parse_object_with_ref
-from gpuaas.sim.admission import Admission
 from gpuaas.core.objects import AdmissionCheck, KueueObject
 from gpuaas.core.quantity import format_quantity, parse_quantity
 from gpuaas.core.state import Phase
+from gpuaas.sim.admission import Admission
 from gpuaas.sim.files import FileFormatError, expand_paths
 from gpuaas.sim.scenario import Expectation, Scenario, ScenarioError, Step, Time, load_scenarios
 
