@@ -2,6 +2,8 @@
 // The server pushes the whole (token-filtered) summary over SSE on every change; each push
 // re-renders the current page and highlights what changed since the previous push.
 
+import { workbenchPages } from "./workbenches.js";
+
 const API = "/apis/gpuaas.dev/v1alpha1";
 const KUEUE = "/apis/kueue.x-k8s.io/v1beta1";
 const TOKEN_KEY = "gpuaas.token";
@@ -179,6 +181,7 @@ async function login(token) {
     const s = await summary.json();
     const p = s.principal;
     $("#who").textContent = p.admin ? `${p.name} (admin)` : `${p.name} · ${p.namespaces.join(", ")}`;
+    for (const a of document.querySelectorAll("#nav [data-admin]")) a.hidden = !p.admin;
     state.summary = null;
     receive(s);
     connect();
@@ -197,6 +200,14 @@ const PAGES = {
   workload: renderWorkloadDetail,
   flavors: renderFlavors,
   gpus: renderGpus,
+  ...workbenchPages({
+    h,
+    badge,
+    token: () => state.token,
+    principal: () => (state.summary ? state.summary.principal : null),
+    page: () => route().page,
+    rerender: () => render(),
+  }),
 };
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
