@@ -12,7 +12,7 @@ passed in. Live runtimes construct it with ``instant_evictions=False`` and call
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from gpuaas.core import pending
 from gpuaas.core.backoff import Backoff
@@ -548,9 +548,14 @@ class Cluster:
         """0-based place of a pending workload in its ClusterQueue's order, if queued."""
         return pending.position(self, key)
 
-    def why_pending(self, key: str) -> str:
-        """Plain words: why the workload is not admitted, with its place in the queue."""
-        return pending.why_pending(self, key)
+    def why_pending(self, key: str, known: Mapping[str, int] | None = None) -> str:
+        """Plain words: why the workload is not admitted, with its place in the queue
+        (``known``: the places from ``positions``, for a caller asking about many)."""
+        return pending.why_pending(self, key, known)
+
+    def positions(self) -> dict[str, int]:
+        """Every pending workload's 0-based place in its ClusterQueue's order."""
+        return pending.positions(self)
 
     # --- lifecycle (delegated) ------------------------------------------------------------
     def finish(self, key: str, now: float, succeeded: bool = True) -> bool:

@@ -5,6 +5,7 @@ Reads a ``Cluster``'s queues and reasons; changes nothing and decides nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gpuaas.core.state import Phase
@@ -21,7 +22,17 @@ def position(c: Cluster, key: str) -> int | None:
     return order.index(key) if key in order else None
 
 
-def why_pending(c: Cluster, key: str) -> str:
+def positions(c: Cluster) -> dict[str, int]:
+    """Every pending workload's 0-based place in its ClusterQueue, each queue ordered once
+    (``position`` orders its queue per call: a list of many pending workloads uses this)."""
+    out: dict[str, int] = {}
+    for cq in c.cqs.values():
+        out.update((k, i) for i, k in enumerate(cq.queue.ordered()))
+    return out
+
+
+def why_pending(c: Cluster, key: str, known: Mapping[str, int] | None = None) -> str:
+    """``known``: the places from ``positions``, when the caller asks about many workloads."""
     wl = c.workloads.get(key)
     if wl is None:
         return f"workload {key} doesn't exist"
@@ -34,7 +45,7 @@ def why_pending(c: Cluster, key: str) -> str:
         return f"ClusterQueue {wl.cluster_queue} doesn't exist"
     if not cq.active:
         return f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}"
-    pos = position(c, key)
+    pos = position(c, key) if known is None else known.get(key)
     where = (
         f"position {pos + 1} of {len(cq.queue)} in ClusterQueue {cq.name}"
         if pos is not None
@@ -44,4 +55,4 @@ def why_pending(c: Cluster, key: str) -> str:
     return f"{reason} ({where})" if where else reason
 
 
-__all__ = ["position", "why_pending"]
+__all__ = ["position", "positions", "why_pending"]

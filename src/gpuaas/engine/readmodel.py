@@ -66,8 +66,9 @@ class ReadModel:
                 raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
             return self._shown(kind, rec)
 
-    def _notebook_status(self, rec: ObjectRecord) -> JsonDoc:
-        """Kubeflow's Notebook status from its workload and its pod (vocab.notebook_status)."""
+    def _notebook_status(self, rec: ObjectRecord, known: dict[str, int] | None) -> JsonDoc:
+        """Kubeflow's Notebook status from its workload and its pod (vocab.notebook_status);
+        ``known``: queue places computed once for a whole list."""
         key = f"{rec.key.namespace}/{rec.key.name}"
         st = self._cluster.workloads.get(key)
         stopped = notebook_stopped(rec.doc)
@@ -75,7 +76,7 @@ class ReadModel:
         why = ""
         if st is not None and not stopped:
             if st.phase in (Phase.PENDING, Phase.INACTIVE):
-                why = self._cluster.why_pending(key)
+                why = self._cluster.why_pending(key, known)
             elif self.job_status is not None:
                 live = self.job_status(key)
         return notebook_status.notebook_status(
@@ -93,6 +94,10 @@ class ReadModel:
                 if k.gk == kind.gk and (namespaces is None or k.namespace in namespaces)
             ]
             recs.sort(key=lambda r: (r.key.namespace, r.key.name))
+            if kind.kind == "Notebook":  # each queue ordered once, not once per Notebook
+                known = self._cluster.positions()
+                docs = [{**r.doc, "status": self._notebook_status(r, known)} for r in recs]
+                return docs, self.rv
             return [self._shown(kind, r) for r in recs], self.rv
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
@@ -104,7 +109,7 @@ class ReadModel:
             st = self._cluster.workloads.get(key)
             return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
         if kind.kind == "Notebook":
-            return {**rec.doc, "status": self._notebook_status(rec)}
+            return {**rec.doc, "status": self._notebook_status(rec, None)}
         if kind.kind not in ("ClusterQueue", "LocalQueue"):
             return rec.doc
         doc = dict(rec.doc)

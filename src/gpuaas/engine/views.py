@@ -209,7 +209,9 @@ def workload_view(
     *,
     why: bool = False,
     position: tuple[int, int] | None = None,
+    known: Mapping[str, int] | None = None,
 ) -> WorkloadView:
+    """``known``: queue places computed once (``Cluster.positions``) when many are built."""
     return WorkloadView(
         key=st.key,
         uid=st.uid,
@@ -228,7 +230,9 @@ def workload_view(
         pending_reason=st.pending_reason,
         conditions=MappingProxyType({t: _condition(c) for t, c in st.conditions.items()}),
         usage=MappingProxyType(dict(st.usage)) if st.usage else _EMPTY,
-        why_pending=cluster.why_pending(st.key) if why and st.phase == Phase.PENDING else None,
+        why_pending=(
+            cluster.why_pending(st.key, known) if why and st.phase == Phase.PENDING else None
+        ),
         position=position[0] if position else None,
         queue_length=position[1] if position else None,
         admission_checks=tuple(
@@ -266,8 +270,10 @@ def workload_views(
         and (phases is None or st.phase in phases)
     )
     order = positions(cluster) if with_positions else {}
+    # Each queue ordered once for the whole list, not once per pending workload.
+    known = cluster.positions() if why_pending else None
     return tuple(
-        workload_view(cluster, st, why=why_pending, position=order.get(st.key))
+        workload_view(cluster, st, why=why_pending, position=order.get(st.key), known=known)
         for st in sorted(filter(keep, states), key=lambda st: st.uid)
     )
 

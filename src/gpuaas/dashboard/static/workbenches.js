@@ -30,13 +30,12 @@ export function workbenchPages(ctx) {
     if (cache.loading) return;
     cache.loading = true;
     try {
-      const [nbs, hwps] = await Promise.all([call("GET", `${NB}/notebooks`), call("GET", `${HWP}/hardwareprofiles`)]);
+      const p = ctx.principal();
+      const nsList = cache.namespaces || !p ? null : p.admin ? call("GET", "/api/v1/namespaces") : { items: p.namespaces.map((n) => ({ metadata: { name: n } })) };
+      const [nbs, hwps, nss] = await Promise.all([call("GET", `${NB}/notebooks`), call("GET", `${HWP}/hardwareprofiles`), nsList]);
       cache.notebooks = nbs.items || [];
       cache.profiles = hwps.items || [];
-      if (!cache.namespaces) {
-        const p = ctx.principal();
-        cache.namespaces = p && !p.admin ? [...p.namespaces] : ((await call("GET", "/api/v1/namespaces")).items || []).map((n) => n.metadata.name);
-      }
+      if (nss) cache.namespaces = (nss.items || []).map((n) => n.metadata.name);
       cache.error = "";
     } catch (e) {
       cache.error = e.message;
@@ -59,11 +58,10 @@ export function workbenchPages(ctx) {
     return ((p.metadata.annotations || {})["opendatahub.io/disabled"] || "false") !== "true";
   }
 
-  function stateOf(nb, summary) {
+  function stateOf(nb, byKey) {
     const ann = nb.metadata.annotations || {};
     const st = nb.status || {};
-    const key = `${nb.metadata.namespace}/${nb.metadata.name}`;
-    const w = (summary.workloads || []).find((x) => x.key === key);
+    const w = byKey.get(`${nb.metadata.namespace}/${nb.metadata.name}`);
     if (STOPPED in ann) return { state: "Stopped", w };
     if (st.readyReplicas > 0) return { state: "Running", w };
     const cs = st.containerState || {};
@@ -99,8 +97,9 @@ export function workbenchPages(ctx) {
     if (nbs === null) table = `<p class="empty">Loading workbenches…</p>`;
     else if (!nbs.length) table = `<p class="empty">No workbenches yet.</p>`;
     else {
+      const byKey = new Map((s.workloads || []).map((w) => [w.key, w]));
       const rows = nbs.map((nb) => {
-        const { state, w, why } = stateOf(nb, s);
+        const { state, w, why } = stateOf(nb, byKey);
         const ann = nb.metadata.annotations || {};
         const key = `${nb.metadata.namespace}/${nb.metadata.name}`;
         const url = (nb.status || {}).url;
