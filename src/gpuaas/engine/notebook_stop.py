@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from gpuaas.core.manifest_notebook import STOPPED_ANNOTATION
 from gpuaas.core.state import Event
@@ -55,3 +56,16 @@ def stop_notebook(engine: Engine, workload: WorkloadView, message: str, now: flo
 
     threading.Thread(target=write, name=f"stop-{wl.key}", daemon=True).start()
     return True
+
+
+class StopRegistry(Protocol):
+    """Where owner kinds register their idle ``Stop`` (the telemetry bridge's idle actions)."""
+
+    def register_stop(
+        self, owner_kind: str, handler: Callable[[Engine, WorkloadView, str, float], bool]
+    ) -> None: ...
+
+
+def register(registry: StopRegistry) -> None:
+    """Make ``stop_notebook`` the ``Stop`` of idle Notebooks in ``registry``."""
+    registry.register_stop(NOTEBOOK.kind, stop_notebook)
