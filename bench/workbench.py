@@ -139,9 +139,12 @@ def _browser(srv: ServerProcess, n: int) -> None:
                 want = n if hash_ == "#/workbenches" else 1
                 t = time.perf_counter()
                 page.goto(srv.url + "/" + hash_)
+                # Polled every 10 ms: the default, requestAnimationFrame, is throttled in a
+                # headless browser and would add its own delay to the figure.
                 page.wait_for_function(
                     f"() => document.querySelectorAll('{rows}').length === {want}",
                     timeout=30_000,
+                    polling=10,
                 )
                 took = time.perf_counter() - t
                 print(
@@ -154,6 +157,7 @@ def _browser(srv: ServerProcess, n: int) -> None:
             page.wait_for_function(
                 f"() => document.querySelectorAll('#workbenches tbody tr').length === {n}",
                 timeout=30_000,
+                polling=10,
             )
             took = time.perf_counter() - t
             print(

@@ -185,12 +185,21 @@ async function login(token) {
     state.summary = null;
     receive(s);
     connect();
+    WORKBENCHES.prefetch();
   } catch (e) {
     showLogin(`cannot reach the server: ${e.message}`);
   }
 }
 
 // ---------------------------------------------------------------- rendering
+const WORKBENCHES = workbenchPages({
+  h,
+  badge,
+  token: () => state.token,
+  principal: () => (state.summary ? state.summary.principal : null),
+  page: () => route().page,
+  rerender: () => render(),
+});
 const PAGES = {
   overview: renderOverview,
   clusterqueues: renderClusterQueues,
@@ -200,14 +209,7 @@ const PAGES = {
   workload: renderWorkloadDetail,
   flavors: renderFlavors,
   gpus: renderGpus,
-  ...workbenchPages({
-    h,
-    badge,
-    token: () => state.token,
-    principal: () => (state.summary ? state.summary.principal : null),
-    page: () => route().page,
-    rerender: () => render(),
-  }),
+  ...WORKBENCHES.pages,
 };
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);

@@ -196,5 +196,6 @@ export function workbenchPages(ctx) {
       <div class="card">${table}</div>`;
   }
 
-  return { workbenches: renderWorkbenches, hardwareprofiles: renderProfiles };
+  // Fetched once at sign-in, so opening the Workbenches page renders from memory at once.
+  return { pages: { workbenches: renderWorkbenches, hardwareprofiles: renderProfiles }, prefetch: refresh };
 }
