@@ -167,6 +167,7 @@ function logout(message) {
 }
 async function login(token) {
   state.token = token;
+  WORKBENCHES.prefetch(); // in parallel with the summary
   try {
     const summary = await fetch(`${API}/dashboard/summary`, { headers: { Authorization: `Bearer ${token}` } });
     if (!summary.ok) {
@@ -185,7 +186,7 @@ async function login(token) {
     state.summary = null;
     receive(s);
     connect();
-    WORKBENCHES.prefetch();
+    WORKBENCHES.prefetch(); // again if the first is done: the admin's namespaces need the principal
   } catch (e) {
     showLogin(`cannot reach the server: ${e.message}`);
   }

@@ -30,7 +30,7 @@ export function workbenchPages(ctx) {
     if (cache.loading) return;
     cache.loading = true;
     try {
-      const p = ctx.principal();
+      const p = ctx.principal(); // null while signing in: the namespaces come on a later refresh
       const nsList = cache.namespaces || !p ? null : p.admin ? call("GET", "/api/v1/namespaces") : { items: p.namespaces.map((n) => ({ metadata: { name: n } })) };
       const [nbs, hwps, nss] = await Promise.all([call("GET", `${NB}/notebooks`), call("GET", `${HWP}/hardwareprofiles`), nsList]);
       cache.notebooks = nbs.items || [];
@@ -75,7 +75,8 @@ export function workbenchPages(ctx) {
     maybeRefresh();
     const nbs = cache.notebooks;
     const profiles = (cache.profiles || []).filter(profileEnabled);
-    const nss = cache.namespaces || [];
+    const p = ctx.principal();
+    const nss = cache.namespaces || (p && !p.admin ? [...p.namespaces] : []);
     if (!form.namespace && nss.length) form.namespace = nss[0];
     if (!form.profile && profiles.length) form.profile = `${profiles[0].metadata.namespace}/${profiles[0].metadata.name}`;
     setTimeout(bindForm);
@@ -196,6 +197,11 @@ export function workbenchPages(ctx) {
       <div class="card">${table}</div>`;
   }
 
-  // Fetched once at sign-in, so opening the Workbenches page renders from memory at once.
-  return { pages: { workbenches: renderWorkbenches, hardwareprofiles: renderProfiles }, prefetch: refresh };
+  // Fetched at sign-in, beside the summary, so the Workbenches page renders from memory.
+  function prefetch() {
+    if (cache.loading) return;
+    cache.at = 0; // a second call after the summary fetches what needed the principal
+    refresh();
+  }
+  return { pages: { workbenches: renderWorkbenches, hardwareprofiles: renderProfiles }, prefetch };
 }
