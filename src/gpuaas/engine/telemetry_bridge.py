@@ -20,9 +20,11 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuaas.core.backoff import backoff_step
 from gpuaas.core.decisions import (
     Admit,
     Decision,
@@ -33,6 +35,8 @@ from gpuaas.core.decisions import (
     Requeue,
     Reserve,
 )
+from gpuaas.core.state import Phase
+from gpuaas.engine.idle_actions import IDLE_ACTIONS, IdleAction, IdleActions
 from gpuaas.engine.telemetry_view import (
     DerivedPinning,
     Owners,
@@ -50,6 +54,7 @@ from gpuaas.telemetry import (
     GpuCollector,
     GpuHolder,
     GroupBy,
+    HoardingAction,
     HoardingDecision,
     HoardingDetector,
     HoardingRow,
@@ -65,11 +70,15 @@ from gpuaas.telemetry import (
     UsageRow,
     UsageStore,
     attribute,
+    is_gpu,
     parse_configuration,
     profile_from_annotations,
     usage_report,
 )
+from gpuaas.telemetry.collectors import Assignment, PodKey
+from gpuaas.telemetry.process_load import CpuTimes
 from gpuaas.telemetry.usage_store import open_usage_store
+from gpuaas.telemetry.waste import IdleStretch, WasteLog, wasted_gpu_hours, with_waste
 from gpuaas.vocab.kinds import CONFIGURATION
 
 if TYPE_CHECKING:
@@ -79,6 +88,23 @@ log = logging.getLogger(__name__)
 
 CONFIG_KEY = ObjectKey(CONFIGURATION.gk, "", "default")
 IDLE_GPU = "IdleGPU"
+
+
+@dataclass(slots=True)
+class IdleHistory:
+    """What the bridge did to one idle holder, for ``gpuaas get hoarding`` after the flag is
+    gone (the workload requeued, deactivated or stopped)."""
+
+    namespace: str
+    workload: str
+    cluster_queue: str
+    gpus: int
+    evictions: int
+    last_at: float
+    state: str  # BackingOff, Deactivated, Stopped
+    action: HoardingAction
+    wasted_gpu_hours: float
+    requeue_at: float | None = None
 
 
 class TelemetryBridge:
@@ -106,6 +132,8 @@ class TelemetryBridge:
         hostname: str | None = None,
         seed: int = 0,
         simulated_gpus: bool = False,
+        pod_cpu: Callable[[], Mapping[PodKey, CpuTimes]] | None = None,
+        idle_actions: IdleActions | None = None,
     ) -> None:
         self.gpus = list(gpus)
         # Declared GPUs (--fake-gpus): "auto" samples them with the simulated collector, and
@@ -122,10 +150,15 @@ class TelemetryBridge:
         self._owners = owners
         self._derived = DerivedPinning(self.gpus)
         self._fixed_collector = collector
+        # Without NVML a held GPU's load is read from its pod's processes where the runtime can
+        # read them (the local runtime); the profile annotation still picks a fixed load.
+        self._pod_cpu = pod_cpu
+        self.idle_actions = idle_actions if idle_actions is not None else IDLE_ACTIONS
         self.simulated = SimulatedCollector(
             [SimulatedGpu(g.index, g.uuid, g.model, g.memory_bytes) for g in self.gpus],
             seed=seed,
             hostname=self.hostname,
+            cpu_source=pod_cpu,
         )
         self.collector: GpuCollector = self._pick_collector("auto")
         self._config_rv: int | None = None
@@ -134,6 +167,8 @@ class TelemetryBridge:
         }
         self._queued_since: dict[str, float] = {}  # key -> its last Requeue
         self._bad_profiles: set[str] = set()
+        self._idle: dict[str, IdleHistory] = {}  # holders acted on, by workload key
+        self.waste = WasteLog()
         self._engine: Engine | None = None
         self._epoch = 0  # the engine's epoch the ledger was last fully synced with
         self._lock = threading.RLock()
@@ -213,18 +248,21 @@ class TelemetryBridge:
             self._assign_profiles(live, pinning)
             samples = self.sampler.poll(self.collector, now) or []
             self.latest = attribute(samples, pinning)
-            decisions = self.detector.observe(self.latest, now)
+            # Only admitted holders are judged: one being evicted (its pods still stopping) is
+            # released for the detector, so a readmission starts a fresh window.
+            judged = [a for a in self.latest if _admitted(a, live)]
+            decisions = self.detector.observe(judged, now)
+            self._record_waste(live)
             evicted = {d.workload_key for d in decisions if self._carry_out(engine, d, now)}
             if evicted:
                 # Its GPUs are released with its quota: the flag clears, and a readmission
                 # starts a fresh idle window instead of inheriting this one.
                 rest = [
-                    a
-                    for a in self.latest
-                    if a.holder is None or a.holder.workload_key not in evicted
+                    a for a in judged if a.holder is None or a.holder.workload_key not in evicted
                 ]
                 for d in self.detector.observe(rest, now):
                     self._carry_out(engine, d, now)
+                self._record_waste(live)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
         with self._lock:
@@ -244,10 +282,15 @@ class TelemetryBridge:
                     del self._open[d.workload]
                 if isinstance(d, Delete):
                     self._queued_since.pop(d.workload, None)
+                    self._idle.pop(d.workload, None)
                 return
             case Requeue():
                 self._queued_since[d.workload] = d.time
                 return
+            case Reserve() if d.workload in self._idle:
+                # Readmitted after an idle eviction: it is judged afresh from its next sample;
+                # the count stays, shown again if it is flagged again.
+                self._idle[d.workload].state = "Readmitted"
             case _:
                 pass
         w = engine.workload(d.workload)
@@ -323,33 +366,112 @@ class TelemetryBridge:
     def _assign_profiles(
         self, live: Mapping[str, WorkloadView], pinning: Mapping[int | str, GpuHolder]
     ) -> None:
-        mapping: dict[int, tuple[str, Profile | str]] = {}
+        mapping: dict[int, Assignment] = {}
         known = {g.index for g in self.simulated.gpus}
+        # A pod's processes say how busy its GPUs are where the runtime can read them; without
+        # (no runtime: nothing runs) the old default, busy, stands.
+        default = Profile.PROCESSES if self._pod_cpu is not None else Profile.BUSY
         for index, h in pinning.items():
             if not isinstance(index, int) or index not in known:
                 continue
             w = live.get(h.workload_key)
             annotations = w.annotations if w is not None else {}
             try:
-                profile = profile_from_annotations(h.workload_key, dict(annotations))
+                profile = profile_from_annotations(h.workload_key, dict(annotations), default)
             except TelemetryInputError as exc:
                 if h.workload_key not in self._bad_profiles:
                     self._bad_profiles.add(h.workload_key)
-                    log.warning("%s; simulating profile busy", exc)
-                profile = Profile.BUSY
-            mapping[index] = (h.workload_key, profile)
+                    log.warning("%s; simulating profile %s", exc, default.value)
+                profile = default
+            mapping[index] = (h.workload_key, profile, h.pod)
         self.simulated.set_assignments(mapping)
 
     def _carry_out(self, engine: Engine, d: HoardingDecision, now: float) -> bool:
-        """Publish one hoarding decision; True when it evicted the workload."""
-        if engine.workload(d.workload_key) is None:
+        """Publish one hoarding decision; True when it evicted (or stopped) the workload."""
+        w = engine.workload(d.workload_key)
+        if w is None:
             return False
         engine.set_condition(d.workload_key, *d.condition(), now)
         if d.kind is not DecisionKind.EVICT:
             engine.record_event(d.event())
             return False
-        # The core's Evict decision says it (reason IdleGPU); the counter counts it from there.
-        return engine.evict(d.workload_key, IDLE_GPU, d.message, now)
+        return self._act(engine, w, d, now)
+
+    def _act(self, engine: Engine, w: WorkloadView, d: HoardingDecision, now: float) -> bool:
+        """The rule says act: the owner kind's Stop where one is registered, else Kueue's
+        eviction with a growing requeue back-off and, past the rule's limit, deactivation."""
+        history = self._idle.get(w.key)
+        # After a restart the count is the workload's requeueState (deactivation clears it).
+        done = history.evictions if history is not None else w.requeue_state_count
+        action, stop = self.idle_actions.resolve(w.workload.kind)
+        if action is IdleAction.STOP and stop is not None and stop(engine, w, d.message, now):
+            self._remember(d, done + 1, now, "Stopped", None)
+            return True
+        rule = self.config.rule_for(d.cluster_queue)
+        if rule is None:
+            return False
+        limit, base, most = (
+            rule.backoff_limit_count,
+            rule.backoff_base_seconds,
+            rule.backoff_max_seconds,
+        )
+        # The same pure rule the core applies, read first to word the message.
+        step = backoff_step(w.requeue_state_count, limit, now, base, most)
+        if step.deactivate:
+            message = (
+                f"exceeding the maximum number of idle-GPU evictions (backoffLimitCount {limit}): "
+                f"idle eviction {done + 1}; {d.message}"
+            )
+        else:
+            wait = (step.requeue_at or now) - now
+            message = f"{d.message}; idle eviction {done + 1}, requeued after {wait:.0f}s back-off"
+        # The core's Evict decision says it (reason IdleGPU, or Deactivated); the counter counts
+        # it from there.
+        taken = engine.evict_with_backoff(
+            w.key, IDLE_GPU, message, now, limit=limit, base_seconds=base, max_seconds=most
+        )
+        if taken is None:
+            return False
+        state = "Deactivated" if taken.deactivate else "BackingOff"
+        self._remember(d, done + 1, now, state, taken.requeue_at)
+        return True
+
+    def _remember(
+        self, d: HoardingDecision, evictions: int, now: float, state: str, requeue_at: float | None
+    ) -> None:
+        self._idle[d.workload_key] = IdleHistory(
+            namespace=d.namespace,
+            workload=d.workload,
+            cluster_queue=d.cluster_queue,
+            gpus=d.gpus,
+            evictions=evictions,
+            last_at=now,
+            state=state,
+            action=d.action,
+            wasted_gpu_hours=d.wasted_gpu_hours,
+            requeue_at=requeue_at,
+        )
+
+    def _record_waste(self, live: Mapping[str, WorkloadView]) -> None:
+        """The flagged stretches as they stand now, for the usage report's wasted GPU-hours."""
+        stretches = []
+        for key, (start, end, gpus) in self.detector.flagged_stretches().items():
+            w = live.get(key)
+            if w is None:
+                continue
+            stretches.append(
+                IdleStretch(
+                    workload_key=key,
+                    namespace=w.namespace,
+                    local_queue=w.workload.queue_name,
+                    cluster_queue=w.cluster_queue or "",
+                    flavor=_gpu_flavor(w),
+                    gpus=gpus,
+                    start=start,
+                    end=end,
+                )
+            )
+        self.waste.observe(stretches)
 
     # -- read side (any thread; never under the engine lock) ---------------------------------------
     def _attached(self) -> Engine:
@@ -402,8 +524,41 @@ class TelemetryBridge:
             return self.config.currency
 
     def offenders(self, now: float, namespaces: set[str] | None = None) -> list[HoardingRow]:
+        """Flagged holders (with their idle-eviction count), then those the bridge acted on
+        that hold no GPU now: requeued and backing off, deactivated, or stopped."""
+        engine = self._attached()
         with self._lock:
-            rows = self.detector.offenders(now)
+            keys = list(self._idle)
+        views = {w.key: w for w in engine.workloads(keys=set(keys))} if keys else {}
+        with self._lock:
+            flagged = self.detector.offenders(now)
+            history = dict(self._idle)
+        rows: list[HoardingRow] = []
+        listed = set()
+        for r in flagged:
+            h = history.get(f"{r.namespace}/{r.workload}")
+            rows.append(replace(r, idle_evictions=h.evictions) if h is not None else r)
+            listed.add(f"{r.namespace}/{r.workload}")
+        for key, h in sorted(history.items()):
+            w = views.get(key)
+            state = _acted_state(h, w, now)
+            if key in listed or state is None:
+                continue
+            rows.append(
+                HoardingRow(
+                    namespace=h.namespace,
+                    workload=h.workload,
+                    cluster_queue=h.cluster_queue,
+                    gpus=h.gpus,
+                    idle_since=h.last_at,
+                    idle_seconds=0.0,
+                    wasted_gpu_hours=h.wasted_gpu_hours,
+                    action=h.action,
+                    state=state,
+                    idle_evictions=h.evictions,
+                    requeue_at=h.requeue_at if state == "BackingOff" else None,
+                )
+            )
         return [r for r in rows if namespaces is None or r.namespace in namespaces]
 
     def usage(
@@ -421,7 +576,48 @@ class TelemetryBridge:
                 if namespaces is None or i.namespace in namespaces
             ]
             prices = self.config.prices
-        return usage_report(intervals, since=since, until=until, by=by, prices=prices)
+            stretches = [
+                st
+                for st in self.waste.stretches()
+                if namespaces is None or st.namespace in namespaces
+            ]
+        rows = usage_report(intervals, since=since, until=until, by=by, prices=prices)
+        return with_waste(rows, wasted_gpu_hours(stretches, since=since, until=until, by=by))
+
+
+def _admitted(a: AttributedSample, live: Mapping[str, WorkloadView]) -> bool:
+    """A sample the hoarding detector may judge: an unheld GPU, or one an admitted workload
+    holds (not one being evicted, whose pods are still stopping)."""
+    if a.holder is None:
+        return True
+    w = live.get(a.holder.workload_key)
+    return w is not None and w.phase == Phase.ADMITTED
+
+
+def _gpu_flavor(w: WorkloadView) -> str:
+    """The flavor of the GPUs ``w`` was admitted on ("" when it holds none on record)."""
+    if w.admission is None:
+        return ""
+    for flavor, resource in w.admission.usage():
+        if is_gpu(resource):
+            return flavor
+    return ""
+
+
+def _acted_state(h: IdleHistory, w: WorkloadView | None, now: float) -> str | None:
+    """What ``gpuaas get hoarding`` says of a holder the bridge acted on; None once it runs
+    again unflagged (readmitted) or is gone."""
+    if w is None:
+        return None
+    if h.state == "Stopped":
+        return "Stopped" if not w.holds_quota else None
+    if w.phase == Phase.INACTIVE:
+        return "Deactivated"
+    if w.phase == Phase.PENDING and w.requeue_at is not None and w.requeue_at > now:
+        return "BackingOff"
+    if w.phase == Phase.EVICTING:
+        return "Evicting"
+    return None
 
 
 def install(
@@ -432,6 +628,7 @@ def install(
     interval_seconds: float | None = None,
     owners: Callable[[], Owners] | None = None,
     simulated_gpus: bool = False,
+    pod_cpu: Callable[[], Mapping[PodKey, CpuTimes]] | None = None,
 ) -> TelemetryBridge:
     """The server's wiring: a durable ledger at ``usage_db`` (a SQLite path, or a PostgreSQL URL:
     the server's own database), attached to ``engine``. Raises ``UsageStoreError``."""
@@ -441,5 +638,6 @@ def install(
         usage_store=open_usage_store(usage_db),
         owners=owners,
         simulated_gpus=simulated_gpus,
+        pod_cpu=pod_cpu,
     )
     return bridge.attach(engine)
