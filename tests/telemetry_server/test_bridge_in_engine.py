@@ -133,8 +133,10 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     nb = conditions(e, "team-b/notebook")
     assert nb["Requeued"] == ("True", "IdleGPU")
     assert nb["Evicted"] == ("True", "IdleGPU")
-    assert wl(e, "team-b/notebook").conditions["Evicted"].message.startswith(
-        "evicted: 2 idle GPU(s) held for 600s"
+    assert (
+        wl(e, "team-b/notebook")
+        .conditions["Evicted"]
+        .message.startswith("evicted: 2 idle GPU(s) held for 600s")
     )
     assert "idle eviction 1, requeued after 60s back-off" in (
         wl(e, "team-b/notebook").conditions["Evicted"].message
