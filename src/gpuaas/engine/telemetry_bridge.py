@@ -6,9 +6,12 @@
 reason, and with a preemptor the preempted counter) and opens and closes usage intervals (open at
 ``Reserve``, as Kueue counts quota from reservation; close at ``Release``). On each tick it
 samples the GPUs when the configured interval has passed (NVML, else the simulated collector),
-ties each GPU to the workload holding it, runs the hoarding detector and carries out its
-decisions through the engine's observer actions (a ``GPUIdle`` condition and an event; eviction
-with reason ``IdleGPU`` where the rule says ``Evict``). It reads the engine only through its views.
+ties each GPU to the workload holding it (without NVML, a held GPU's load comes from its pod's
+processes, read through the runtime), runs the hoarding detector and carries out its decisions
+through the engine's observer actions (a ``GPUIdle`` condition and an event; where the rule says
+``Evict``, the owner kind's action through ``engine.idle_response``: eviction with a growing
+back-off, deactivation past the limit, or the kind's Stop) and keeps the flagged idle stretches
+for the usage report's wasted GPU-hours. It reads the engine only through its views.
 It also answers the read side (the ``/metrics`` snapshot, offenders, the usage report, the GPU
 panel) under its own lock, never the engine's. It decides no admission and writes no store row
 itself: conditions and events go through the engine's settle.
@@ -20,11 +23,9 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.core.backoff import backoff_step
 from gpuaas.core.decisions import (
     Admit,
     Decision,
@@ -36,7 +37,8 @@ from gpuaas.core.decisions import (
     Reserve,
 )
 from gpuaas.core.state import Phase
-from gpuaas.engine.idle_actions import IDLE_ACTIONS, IdleAction, IdleActions
+from gpuaas.engine.idle_actions import IDLE_ACTIONS, IdleActions
+from gpuaas.engine.idle_response import IdleResponder, hoarding_rows
 from gpuaas.engine.telemetry_view import (
     DerivedPinning,
     Owners,
@@ -54,7 +56,6 @@ from gpuaas.telemetry import (
     GpuCollector,
     GpuHolder,
     GroupBy,
-    HoardingAction,
     HoardingDecision,
     HoardingDetector,
     HoardingRow,
@@ -87,24 +88,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = ObjectKey(CONFIGURATION.gk, "", "default")
-IDLE_GPU = "IdleGPU"
-
-
-@dataclass(slots=True)
-class IdleHistory:
-    """What the bridge did to one idle holder, for ``gpuaas get hoarding`` after the flag is
-    gone (the workload requeued, deactivated or stopped)."""
-
-    namespace: str
-    workload: str
-    cluster_queue: str
-    gpus: int
-    evictions: int
-    last_at: float
-    state: str  # BackingOff, Deactivated, Stopped
-    action: HoardingAction
-    wasted_gpu_hours: float
-    requeue_at: float | None = None
 
 
 class TelemetryBridge:
@@ -153,7 +136,7 @@ class TelemetryBridge:
         # Without NVML a held GPU's load is read from its pod's processes where the runtime can
         # read them (the local runtime); the profile annotation still picks a fixed load.
         self._pod_cpu = pod_cpu
-        self.idle_actions = idle_actions if idle_actions is not None else IDLE_ACTIONS
+        self.idle = IdleResponder(idle_actions if idle_actions is not None else IDLE_ACTIONS)
         self.simulated = SimulatedCollector(
             [SimulatedGpu(g.index, g.uuid, g.model, g.memory_bytes) for g in self.gpus],
             seed=seed,
@@ -167,7 +150,6 @@ class TelemetryBridge:
         }
         self._queued_since: dict[str, float] = {}  # key -> its last Requeue
         self._bad_profiles: set[str] = set()
-        self._idle: dict[str, IdleHistory] = {}  # holders acted on, by workload key
         self.waste = WasteLog()
         self._engine: Engine | None = None
         self._epoch = 0  # the engine's epoch the ledger was last fully synced with
@@ -282,15 +264,13 @@ class TelemetryBridge:
                     del self._open[d.workload]
                 if isinstance(d, Delete):
                     self._queued_since.pop(d.workload, None)
-                    self._idle.pop(d.workload, None)
+                    self.idle.forget(d.workload)
                 return
             case Requeue():
                 self._queued_since[d.workload] = d.time
                 return
-            case Reserve() if d.workload in self._idle:
-                # Readmitted after an idle eviction: it is judged afresh from its next sample;
-                # the count stays, shown again if it is flagged again.
-                self._idle[d.workload].state = "Readmitted"
+            case Reserve():
+                self.idle.readmitted(d.workload)  # judged afresh from its next sample
             case _:
                 pass
         w = engine.workload(d.workload)
@@ -395,62 +375,7 @@ class TelemetryBridge:
         if d.kind is not DecisionKind.EVICT:
             engine.record_event(d.event())
             return False
-        return self._act(engine, w, d, now)
-
-    def _act(self, engine: Engine, w: WorkloadView, d: HoardingDecision, now: float) -> bool:
-        """The rule says act: the owner kind's Stop where one is registered, else Kueue's
-        eviction with a growing requeue back-off and, past the rule's limit, deactivation."""
-        history = self._idle.get(w.key)
-        # After a restart the count is the workload's requeueState (deactivation clears it).
-        done = history.evictions if history is not None else w.requeue_state_count
-        action, stop = self.idle_actions.resolve(w.workload.kind)
-        if action is IdleAction.STOP and stop is not None and stop(engine, w, d.message, now):
-            self._remember(d, done + 1, now, "Stopped", None)
-            return True
-        rule = self.config.rule_for(d.cluster_queue)
-        if rule is None:
-            return False
-        limit, base, most = (
-            rule.backoff_limit_count,
-            rule.backoff_base_seconds,
-            rule.backoff_max_seconds,
-        )
-        # The same pure rule the core applies, read first to word the message.
-        step = backoff_step(w.requeue_state_count, limit, now, base, most)
-        if step.deactivate:
-            message = (
-                f"exceeding the maximum number of idle-GPU evictions (backoffLimitCount {limit}): "
-                f"idle eviction {done + 1}; {d.message}"
-            )
-        else:
-            wait = (step.requeue_at or now) - now
-            message = f"{d.message}; idle eviction {done + 1}, requeued after {wait:.0f}s back-off"
-        # The core's Evict decision says it (reason IdleGPU, or Deactivated); the counter counts
-        # it from there.
-        taken = engine.evict_with_backoff(
-            w.key, IDLE_GPU, message, now, limit=limit, base_seconds=base, max_seconds=most
-        )
-        if taken is None:
-            return False
-        state = "Deactivated" if taken.deactivate else "BackingOff"
-        self._remember(d, done + 1, now, state, taken.requeue_at)
-        return True
-
-    def _remember(
-        self, d: HoardingDecision, evictions: int, now: float, state: str, requeue_at: float | None
-    ) -> None:
-        self._idle[d.workload_key] = IdleHistory(
-            namespace=d.namespace,
-            workload=d.workload,
-            cluster_queue=d.cluster_queue,
-            gpus=d.gpus,
-            evictions=evictions,
-            last_at=now,
-            state=state,
-            action=d.action,
-            wasted_gpu_hours=d.wasted_gpu_hours,
-            requeue_at=requeue_at,
-        )
+        return self.idle.act(engine, w, d, self.config.rule_for(d.cluster_queue), now)
 
     def _record_waste(self, live: Mapping[str, WorkloadView]) -> None:
         """The flagged stretches as they stand now, for the usage report's wasted GPU-hours."""
@@ -524,41 +449,14 @@ class TelemetryBridge:
             return self.config.currency
 
     def offenders(self, now: float, namespaces: set[str] | None = None) -> list[HoardingRow]:
-        """Flagged holders (with their idle-eviction count), then those the bridge acted on
-        that hold no GPU now: requeued and backing off, deactivated, or stopped."""
+        """Flagged holders with their idle-eviction count, then those acted on that hold no
+        GPU now (``idle_response.hoarding_rows``)."""
         engine = self._attached()
         with self._lock:
-            keys = list(self._idle)
-        views = {w.key: w for w in engine.workloads(keys=set(keys))} if keys else {}
+            keys = set(self.idle.history)
+        views = {w.key: w for w in engine.workloads(keys=keys)} if keys else {}
         with self._lock:
-            flagged = self.detector.offenders(now)
-            history = dict(self._idle)
-        rows: list[HoardingRow] = []
-        listed = set()
-        for r in flagged:
-            h = history.get(f"{r.namespace}/{r.workload}")
-            rows.append(replace(r, idle_evictions=h.evictions) if h is not None else r)
-            listed.add(f"{r.namespace}/{r.workload}")
-        for key, h in sorted(history.items()):
-            w = views.get(key)
-            state = _acted_state(h, w, now)
-            if key in listed or state is None:
-                continue
-            rows.append(
-                HoardingRow(
-                    namespace=h.namespace,
-                    workload=h.workload,
-                    cluster_queue=h.cluster_queue,
-                    gpus=h.gpus,
-                    idle_since=h.last_at,
-                    idle_seconds=0.0,
-                    wasted_gpu_hours=h.wasted_gpu_hours,
-                    action=h.action,
-                    state=state,
-                    idle_evictions=h.evictions,
-                    requeue_at=h.requeue_at if state == "BackingOff" else None,
-                )
-            )
+            rows = hoarding_rows(self.detector.offenders(now), dict(self.idle.history), views, now)
         return [r for r in rows if namespaces is None or r.namespace in namespaces]
 
     def usage(
@@ -602,22 +500,6 @@ def _gpu_flavor(w: WorkloadView) -> str:
         if is_gpu(resource):
             return flavor
     return ""
-
-
-def _acted_state(h: IdleHistory, w: WorkloadView | None, now: float) -> str | None:
-    """What ``gpuaas get hoarding`` says of a holder the bridge acted on; None once it runs
-    again unflagged (readmitted) or is gone."""
-    if w is None:
-        return None
-    if h.state == "Stopped":
-        return "Stopped" if not w.holds_quota else None
-    if w.phase == Phase.INACTIVE:
-        return "Deactivated"
-    if w.phase == Phase.PENDING and w.requeue_at is not None and w.requeue_at > now:
-        return "BackingOff"
-    if w.phase == Phase.EVICTING:
-        return "Evicting"
-    return None
 
 
 def install(
