@@ -236,3 +236,44 @@ def test_a_stop_that_declines_falls_back_to_the_eviction(engine: Engine, clock: 
     run(e, clock, WINDOW)
     assert len(event_times(e, "EvictedDueToIdleGPU")) == 1
     assert view(e).requeue_state_count == 1
+
+
+def test_a_deactivated_job_stays_deactivated_after_a_restart(
+    engine: Engine, clock: Clock, db: str
+) -> None:
+    e = engine
+    config = configuration(
+        {
+            "hoarding": [{"windowSeconds": WINDOW, "action": "Evict", "backoffLimitCount": 0}],
+            "telemetry": {"intervalSeconds": INTERVAL, "collector": "simulated"},
+        }
+    )
+    TelemetryBridge(gpus=parse_fake_gpus("2"), hostname="n").attach(e)
+    apply(e, config, namespace("team"), flavor(), cluster_queue("cq", 2))
+    apply(e, local_queue("team", "lq", "cq"))
+    container = {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "trainer",
+            "namespace": "team",
+            "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+            "annotations": {"gpuaas.dev/simulated-gpu-profile": "idle"},
+        },
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
+    }
+    apply(e, job)
+    e.tick()
+    run(e, clock, WINDOW)
+    assert view(e, "team/trainer").phase == Phase.INACTIVE  # limit 0: the first finding
+    assert e.get(WORKLOAD, "team", "trainer")["spec"]["active"] is False
+    e.committer.submit([]).result(timeout=30)
+    e.close()
+    store = open_store(db)
+    again = Engine(store, clock=clock)
+    try:
+        assert view(again, "team/trainer").phase == Phase.INACTIVE
+    finally:
+        again.close()
+        store.close()
