@@ -181,6 +181,9 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     clock.t = T0 + 660
     e.tick()
     assert wl(e, "team-b/notebook").admission_count == 2
+    # the back-off is over: requeueState keeps the count, no longer a requeueAt
+    state = e.get(BY_KIND["Workload"], "team-b", "notebook")["status"]["requeueState"]
+    assert state == {"count": 1}
     # readmitted and still idle: a fresh window from the first sample after readmission
     # (T0 + 675), so evicted again at T0 + 1275, now for 120 s
     run_until(e, clock, T0 + 1260)

@@ -464,6 +464,7 @@ class Cluster:
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name], now)
         for wl in self.backoff.due(now, self.workloads):
+            self.dirty.add(wl.key)  # its status loses requeueState.requeueAt, as in Kueue
             self.push(wl)
         self.admitted_now.clear()
         for _ in range(MAX_CYCLES_PER_INSTANT):
