@@ -171,7 +171,9 @@ def test_another_tenants_websocket_is_refused(ready: tuple[ServerProcess, str, s
 
     async def attempt() -> None:
         url = srv.url.replace("http", "ws") + "/workbenches/ds/lab/api/events/subscribe"
-        async with websockets.connect(url, additional_headers={"Cookie": f"gpuaas_workbench={other}"}) as ws:
+        async with websockets.connect(
+            url, additional_headers={"Cookie": f"gpuaas_workbench={other}"}
+        ) as ws:
             await ws.recv()
 
     # Refused before the handshake completes: the server answers the upgrade with 403.

@@ -213,7 +213,10 @@ def test_dashboard_shape_profile_is_migrated(live: tuple[ServerProcess, str, str
         assert r.status_code == 201, r.text
         got = c.get(HWP.format(ns="apps") + "/legacy").json()
         assert got["apiVersion"] == "infrastructure.opendatahub.io/v1"
-        assert got["spec"]["scheduling"] == {"type": "Node", "node": {"nodeSelector": {"gpu": "l4"}}}
+        assert got["spec"]["scheduling"] == {
+            "type": "Node",
+            "node": {"nodeSelector": {"gpu": "l4"}},
+        }
         assert got["metadata"]["annotations"]["opendatahub.io/display-name"] == "Legacy"
         nb = notebook("legacy-nb", ns="plain", profile="legacy", labels={
             "kueue.x-k8s.io/queue-name": "gpu-queue"})  # fmt: skip
