@@ -30,8 +30,10 @@ from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.api.draining import Draining, DrainingServer
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
+from gpuaas.engine import notebook_stop
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
+from gpuaas.engine.idle_actions import IDLE_ACTIONS
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
@@ -200,7 +202,9 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
                 say(f"re-adopted the pods of {len(adopted)} workload(s): {adopted}")
         for problem in engine.restore_problems:
             log.warning("%s", problem)
-        # 3. Telemetry: GPU samples and usage, attributed through the runtime's GPU pinning.
+        # 3. Telemetry: GPU samples and usage, attributed through the runtime's GPU pinning. An
+        #    idle Notebook is stopped as RHOAI's culler stops it (engine.notebook_stop).
+        notebook_stop.register(IDLE_ACTIONS)
         telemetry = install_telemetry(
             engine,
             usage_db=options.usage_db,
