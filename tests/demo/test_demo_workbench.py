@@ -29,11 +29,14 @@ def test_demo_001_queues_and_admits_a_workbench(tmp_path: Path, require_service:
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     queued = out.index("workload private-ai/carol-workbench: Pending")
-    stop = out.index("kubeflow-resource-stopped (set by this demo script")
+    idle = out.index("event IdleGPU private-ai/bob-workbench")
+    stop = out.index("event IdleStopped private-ai/bob-workbench")
     running = out.index("workload private-ai/carol-workbench: Running")
-    assert queued < stop < running
+    assert queued < idle < stop < running
+    assert "bob's Notebook: kubeflow-resource-stopped=" in out
+    assert "IdleGPU private-ai/alice-workbench" not in out  # her loop keeps her GPUs busy
     assert "position 1 of 1 in ClusterQueue rhoai-main-queue" in out
-    for user in ("alice", "bob", "carol"):
+    for user in ("bob", "carol"):
         assert f"/workbenches/private-ai/{user}-workbench/lab?token=" in out
     assert out.rstrip().endswith("every process it started are gone")
 

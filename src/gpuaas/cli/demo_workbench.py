@@ -1,14 +1,14 @@
 """``gpuaas demo 001``: seed 001's workbenches, live: hardware profiles, a full GPU pool, a queue.
 
 Two hardware profiles ("NVIDIA L4 1GPU", "NVIDIA L4 2GPU") and three users' workbenches (Kubeflow
-Notebooks as RHOAI's dashboard writes them) on a pool of 3 GPUs: alice's 2-GPU and bob's 1-GPU
-workbenches fill it and run real JupyterLabs (the ``workbench`` extra) reached through the gpuaas
-server; carol's is queued, with its place and why in its Notebook's status; bob's workbench sits
-idle and is stopped with Kubeflow's ``kubeflow-resource-stopped`` annotation, as RHOAI's culler
-stops an idle workbench, and carol's is admitted on the freed GPU by itself. The stop is applied
-by this script: the idle detection that would set it from GPU utilization lives in the telemetry
-bridge's idle actions, which this demo does not wait for. The drawing is ``cli.demo_view`` (the
-workloads of the Notebooks, their processes, the queue), as in demo 004.
+Notebooks as RHOAI's dashboard writes them) on a pool of 3 GPUs: alice's 2-GPU workbench runs a
+training loop, bob's 1-GPU workbench a real JupyterLab (the ``workbench`` extra) reached through
+the gpuaas server; carol's is queued, with its place and why in its Notebook's status. Bob's
+JupyterLab sits idle: the idle detector (the demo's GpuaasConfiguration: a 20 s window, action
+Evict, which for a Notebook means Stop) reads the GPU's load from the pod's processes and stops it
+with Kubeflow's ``kubeflow-resource-stopped``, as RHOAI's culler does; carol's is admitted on the
+freed GPU by itself and her JupyterLab answers. The drawing is ``cli.demo_view`` (the workloads
+of the Notebooks, their processes, the queue), as in demo 004.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ class WorkbenchDemo(Demo):
         doc = self.client.request("GET", f"{NB_PATH}/{name}")
         status = doc.get("status")
         return status if isinstance(status, dict) else {}
+
+    def annotations(self, name: str) -> dict[str, str]:
+        meta = self.client.request("GET", f"{NB_PATH}/{name}").get("metadata") or {}
+        found = meta.get("annotations")
+        return found if isinstance(found, dict) else {}
 
     def say(self, line: str) -> None:
         if self.headless:
@@ -65,13 +70,12 @@ class WorkbenchDemo(Demo):
             self.hold(1.5)
             for user, profile in (("alice", "NVIDIA L4 2GPU"), ("bob", "NVIDIA L4 1GPU")):
                 self.step(f"{user} creates a workbench with the '{profile}' profile: the profile "
-                          "fills in its resources and queue; Kueue admits it; JupyterLab starts")  # fmt: skip
+                          "fills in its resources and queue; Kueue admits it; its pod starts")  # fmt: skip
                 self.apply(f"{user}-workbench.yaml")
                 key = f"{NS}/{user}-workbench"
                 self.wait(f"{user}'s workbench to run", lambda k=key: self.state(k) == "Running")  # type: ignore[misc]
-            for user in ("alice", "bob"):
-                link = self.wait_jupyter(f"{user}-workbench")
-                self.say(f"{user}'s JupyterLab answers through the server: Open {link}")
+            link = self.wait_jupyter("bob-workbench")
+            self.say(f"bob's JupyterLab answers through the server: Open {link}")
             self.step("carol creates a workbench with 'NVIDIA L4 1GPU': all 3 GPUs are held, so "
                       "Kueue queues it (Pending)")  # fmt: skip
             self.apply("carol-workbench.yaml")
@@ -81,12 +85,19 @@ class WorkbenchDemo(Demo):
             )
             waiting = self.notebook_status("carol-workbench").get("containerState")
             self.say(f"carol's Notebook status: {waiting}")
-            self.hold(3)
-            self.step("bob's workbench is idle (no kernel runs): it is stopped as RHOAI's culler "
-                      "does, with kubeflow-resource-stopped (set by this demo script, not by the "
-                      "idle detector); its GPU is freed")  # fmt: skip
-            stop = {"metadata": {"annotations": {"kubeflow-resource-stopped": "idle"}}}
-            self.client.request("PATCH", f"{NB_PATH}/bob-workbench", json=stop, headers=MERGE)
+            self.step("bob's JupyterLab sits idle (alice's loop keeps her GPUs busy): the idle "
+                      "detector reads each GPU's load from its pod's processes and, after 20 s "
+                      "idle, stops bob's workbench as RHOAI's culler does "
+                      "(kubeflow-resource-stopped); its GPU is freed")  # fmt: skip
+            self.wait(
+                "the idle detector to stop bob's workbench",
+                lambda: "kubeflow-resource-stopped" in self.annotations("bob-workbench"),
+                timeout=180,
+            )
+            self.say(
+                "bob's Notebook: kubeflow-resource-stopped="
+                + self.annotations("bob-workbench")["kubeflow-resource-stopped"]
+            )
             self.wait(
                 "carol's workbench to run on the freed GPU",
                 lambda: self.state(f"{NS}/carol-workbench") == "Running",
