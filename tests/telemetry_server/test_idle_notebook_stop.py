@@ -80,9 +80,7 @@ def test_idle_notebook_is_stopped_and_the_next_one_admitted(server: ServerProces
             return out
 
         _until(lambda: "kubeflow-resource-stopped" in annotations("idle"), "the idle stop")
-        assert (
-            c.get("/apis/kueue.x-k8s.io/v1beta1/namespaces/ds/workloads/idle").status_code == 404
-        )
+        assert c.get("/apis/kueue.x-k8s.io/v1beta1/namespaces/ds/workloads/idle").status_code == 404
 
         def next_ready() -> bool:
             st = c.get(f"{NB}/next").json().get("status") or {}
