@@ -198,9 +198,41 @@ def _environ(proc: psutil.Process) -> dict[str, str]:
         return {}
 
 
-def _server(tmp: Path, cluster: LocalRayCluster) -> ServerProcess:
-    extra = ("--runtime", "ray", "--ray-address", cluster.address)
+def _server(tmp: Path, cluster: LocalRayCluster, *more: str) -> ServerProcess:
+    extra = ("--runtime", "ray", "--ray-address", cluster.address, *more)
     return ServerProcess(tmp / "data", extra=extra)
+
+
+def _kueue_config(tmp: Path) -> Path:
+    """Kueue's waitForPodsReady: a generous start timeout (Ray places pods in seconds here), a
+    short recovery timeout, and a short back-off so the requeue is seen within the test."""
+    path = tmp / "kueue-config.yaml"
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": "180s",
+            "recoveryTimeout": "8s",
+            "blockAdmission": False,
+            "requeuingStrategy": {"backoffBaseSeconds": 4, "backoffMaxSeconds": 60},
+        },
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _workload(c: httpx.Client, name: str) -> dict[str, Any]:
+    r = c.get(f"{KUEUE}/namespaces/{NS}/workloads/{name}")
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _condition(wl: dict[str, Any], type_: str) -> tuple[str, str] | None:
+    for cond in wl.get("status", {}).get("conditions", []):
+        if cond["type"] == type_:
+            return cond["status"], cond["reason"]
+    return None
 
 
 def test_seed001_flavors_run_on_their_nodes_and_prod_preempts_dev(
@@ -254,7 +286,11 @@ def test_seed001_flavors_run_on_their_nodes_and_prod_preempts_dev(
 def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
     cluster: LocalRayCluster, tmp_path: Path
 ) -> None:
-    server = _server(tmp_path, cluster).start()
+    """With Kueue's waitForPodsReady configured, the replacement no node can take ends as Kueue
+    has it: the workload is evicted with PodsReadyTimeout once its recovery timeout ran out and
+    requeued after a back-off (requeueState)."""
+    config = ("--kueue-config", str(_kueue_config(tmp_path)))
+    server = _server(tmp_path, cluster, *config).start()
     try:
         with server.client() as c:
             for doc in _setup():
@@ -265,9 +301,13 @@ def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
                 name: _until(lambda n=name: _running(c, n), name)[0]["pid"]  # type: ignore[misc]
                 for name in ("notebook", "fine-tune")
             }
+            _until(
+                lambda: _condition(_workload(c, "fine-tune"), "PodsReady") == ("True", "Started"),
+                "fine-tune PodsReady",
+            )
         # 1. the server crashes; its successor re-adopts the same processes
         server.kill()
-        server = _server(tmp_path, cluster).start()
+        server = _server(tmp_path, cluster, *config).start()
         with server.client() as c:
             after = {
                 name: _until(lambda n=name: _running(c, n), name)[0]["pid"]  # type: ignore[misc]
@@ -289,6 +329,26 @@ def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
             assert (survivor["pid"], survivor["restarts"]) == (after["fine-tune"], 0), _log(
                 c, "fine-tune"
             )
+            # 3. waitForPodsReady: the notebook waits for recovery, times out, is evicted and
+            #    requeued with back-off; re-admitted, its pod waits Pending again
+            evicted = _until(
+                lambda: (
+                    (w := _workload(c, "notebook"))
+                    and _condition(w, "Evicted") == ("True", "PodsReadyTimeout")
+                    and w
+                ),
+                "the PodsReady timeout",
+            )
+            assert evicted["status"]["requeueState"]["count"] >= 1
+            assert _condition(_workload(c, "fine-tune"), "PodsReady") == ("True", "Started")
+            _until(
+                lambda: (
+                    _condition(_workload(c, "notebook"), "Requeued") == ("True", "BackoffFinished")
+                ),
+                "the back-off to end",
+            )
+            _until(lambda: _pods(c, "notebook"), "the notebook re-admitted")
+            assert _running(c, "fine-tune")  # never evicted: its pods were ready
     finally:
         server.stop()
     assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]

@@ -169,6 +169,8 @@ class Engine(ReadModel):
                 if phase == Phase.FINISHED:
                     self._cluster.finish(obj.key, rec.created)
             st = self._cluster.workloads.get(obj.key)
+            if st is not None and rec.internal.get("requeueStateCount") is not None:
+                st.requeue_state_count = int(rec.internal["requeueStateCount"])  # PodsReady limit
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
         # 3. Settle at the current time and persist what changed.

@@ -42,7 +42,7 @@ def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
         (c.name, c.state, c.message, c.last_transition_time, c.retry_count)
         for c in st.admission_checks.values()
     )
-    return (st.phase, conds, adm, st.admitted_at, checks)
+    return (st.phase, conds, adm, st.admitted_at, checks, st.requeue_state_count, st.requeue_at)
 
 
 def internal_state(st: WorkloadState) -> JsonDoc:
@@ -64,6 +64,8 @@ def internal_state(st: WorkloadState) -> JsonDoc:
         out["admittedAt"] = st.admitted_at
     if st.admission_checks:
         out["checks"] = [c.to_dict() for c in st.admission_checks.values()]
+    if st.requeue_state_count is not None:
+        out["requeueStateCount"] = st.requeue_state_count
     return out
 
 

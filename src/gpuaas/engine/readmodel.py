@@ -223,6 +223,12 @@ class ReadModel:
         with self._lock:
             return self._cluster.finish(key, now, succeeded=succeeded)
 
+    def set_pods_ready(self, key: str, ready: bool, now: float) -> bool:
+        """The runtime says whether every pod of an admitted workload runs (Kueue's
+        waitForPodsReady judges the timeout in the core); True if PodsReady changed."""
+        with self._lock:
+            return self._cluster.set_pods_ready(key, ready, now)
+
     def check_controller_name(self, check: str) -> str | None:
         """The ``controllerName`` of AdmissionCheck ``check``, if it exists."""
         with self._lock:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
+_READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
     EventKind.STARTED: ("Normal", "Started"),
     EventKind.POD_FAILED: ("Warning", "PodFailed"),
@@ -78,6 +79,7 @@ class RuntimeBridge:
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
         self._adopted: list[str] = []
+        self._ready: dict[str, bool] = {}  # key -> last "every pod runs" told to the engine
         self._lock = threading.RLock()  # the runtime's calls, from hooks and from the API
 
     # -- wiring ---------------------------------------------------------------------------------
@@ -108,6 +110,7 @@ class RuntimeBridge:
                 self._on_runtime_event(engine, ev, now)
             self._stop_unwanted(engine)
             self._start_pending(engine, now)
+            self._report_pods_ready(engine, now)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
         with self._lock:
@@ -127,6 +130,7 @@ class RuntimeBridge:
             self._start_pending(engine, now)
             for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
                 self._on_runtime_event(engine, rev, now)
+            self._report_pods_ready(engine, now)
 
     # -- reads for the API ------------------------------------------------------------------------
     def runs(self) -> dict[str, WorkloadRun]:
@@ -183,6 +187,7 @@ class RuntimeBridge:
         self._epoch = engine.epoch
         running = self.runtime.running()
         self._to_start.clear()
+        self._ready.clear()  # the rebuilt engine has no PodsReady conditions yet
         for w in engine.workloads(phases=HOLDING):
             if w.phase == Phase.EVICTING:
                 self._stop_or_confirm(engine, w.key, running, now)
@@ -225,6 +230,23 @@ class RuntimeBridge:
             if self._start(engine, w, now):
                 self._to_start.discard(key)
                 self._warned.pop(key, None)
+
+    def _report_pods_ready(self, engine: Engine, now: float) -> None:
+        """Kueue's waitForPodsReady: tell the engine when every pod of a workload runs (or has
+        succeeded) and when one no longer does (it failed, or its node died and the replacement
+        waits); the core judges the timeout. Only changes are told, and only when enabled."""
+        if engine.config.wait_for_pods_ready is None:
+            return
+        runs = self.runtime.running()
+        for key, run in runs.items():
+            if run.stopping:
+                continue
+            ready = bool(run.pods) and all(p.phase in _READY_PHASES for p in run.pods)
+            if self._ready.get(key) != ready:
+                self._ready[key] = ready
+                engine.set_pods_ready(key, ready, now)
+        for key in [k for k in self._ready if k not in runs]:
+            del self._ready[key]
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)

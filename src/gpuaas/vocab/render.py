@@ -60,6 +60,11 @@ def workload_status(st: WorkloadState) -> JsonDoc:
                 entry["retryCount"] = c.retry_count
             checks.append(entry)
         status["admissionChecks"] = checks
+    if st.requeue_state_count is not None:  # Kueue's requeueState after a PodsReady timeout
+        requeue: JsonDoc = {"count": st.requeue_state_count}
+        if st.requeue_at is not None:
+            requeue["requeueAt"] = rfc3339(st.requeue_at)
+        status["requeueState"] = requeue
     if st.admission is not None:
         status["admission"] = {
             "clusterQueue": st.admission.cluster_queue,
