@@ -42,6 +42,7 @@ from gpuaas.runtimes import (
     Runtime,
     RuntimeEvent,
     RuntimeRequestError,
+    RuntimeUnavailable,
     WorkloadRun,
     build_run_plan,
 )
@@ -284,7 +285,7 @@ class RuntimeBridge:
         try:
             pods = self._placed(engine, st, plan.pods)
             self.runtime.start(key, pods, backoff_limit=plan.backoff_limit)
-        except NotEnoughGpus as exc:
+        except (NotEnoughGpus, RuntimeUnavailable) as exc:  # retried at the next poll
             self._warn(engine, key, "FailedScheduling", f"pods pending: {exc}", now)
             return False
         except AlreadyRunning as exc:

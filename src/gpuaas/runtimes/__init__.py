@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         RuntimeEvent,
         RuntimeOptions,
         RuntimeRequestError,
+        RuntimeUnavailable,
         WorkloadRun,
     )
     from gpuaas.runtimes.local import LocalRuntime
@@ -48,6 +49,7 @@ _HOME = {
             "RuntimeEvent",
             "RuntimeOptions",
             "RuntimeRequestError",
+            "RuntimeUnavailable",
             "WorkloadRun",
         ),
         "base",
@@ -83,6 +85,7 @@ __all__ = [
     "RuntimeEvent",
     "RuntimeOptions",
     "RuntimeRequestError",
+    "RuntimeUnavailable",
     "WorkloadRun",
     "build_run_plan",
 ]

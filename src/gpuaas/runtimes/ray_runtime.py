@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.objects import Taint
 from gpuaas.runtimes import ray_nodes
@@ -53,6 +53,9 @@ from gpuaas.runtimes.ray_records import (
     from_record,
     lines,
 )
+
+if TYPE_CHECKING:
+    from gpuaas.runtimes.ray_driver import RayDriver
 
 NAMESPACE = "gpuaas"
 LOST_EXIT_CODE = 137  # a pod whose actor (or node) died: killed, as Kubernetes reports it
@@ -516,22 +519,22 @@ class RayRuntime:
         self._events.append(RuntimeEvent(kind, key, self._clock(), pod, code, message))
 
 
-def create(options: RuntimeOptions) -> RayRuntime:
-    """The registry's factory: join the Ray cluster at ``--ray-address`` (or start one here)."""
+def create(options: RuntimeOptions) -> RayDriver:
+    """The registry's factory: join the Ray cluster at ``--ray-address`` (or start one here),
+    through a driver in a child process (``ray_driver``), so the server outlives the head."""
     try:
         import ray  # noqa: F401
     except ImportError:
         raise RuntimeRequestError(
             "Ray is not installed here: install the extra, pip install 'gpuaas[ray]'"
         ) from None
+    from gpuaas.runtimes.ray_driver import RayDriver
+
     taints = ray_nodes.load_taints(options.ray_nodes)
-    try:
-        return RayRuntime(
-            options.state_dir,
-            options.ray_address,
-            taints,
-            local_gpus=len(options.node.gpus),
-            local_labels=dict(options.node.labels),
-        )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RuntimeRequestError(f"cannot join the Ray cluster: {exc}") from None
+    return RayDriver(
+        options.state_dir,
+        options.ray_address,
+        taints,
+        local_gpus=len(options.node.gpus),
+        local_labels=dict(options.node.labels),
+    )

@@ -54,14 +54,22 @@ class _Started:
 
 
 class LocalRayCluster:
-    def __init__(self, root: Path, nodes: list[RayNodeSpec], object_store_mb: int = 80) -> None:
+    def __init__(
+        self,
+        root: Path,
+        nodes: list[RayNodeSpec],
+        object_store_mb: int = 80,
+        gcs_port: int = 0,
+    ) -> None:
+        """``gcs_port``: the head's port (0: a free one); a head started again at the port of
+        a lost one is how a Ray cluster comes back at the address its clients know."""
         if not nodes:
             raise ValueError("a Ray cluster needs at least a head node")
         self.root = root
         self.specs = nodes
         self.object_store_bytes = object_store_mb * 1024 * 1024
         self.token = secrets.token_hex(6)
-        self.gcs_port = 0
+        self.gcs_port = gcs_port
         self.nodes: dict[str, _Started] = {}
         # short: Ray's socket paths under it must stay within AF_UNIX's 107 bytes
         self.temp_dir = Path(tempfile.gettempdir()) / f"gpuaas-test-ray-{self.token}"
@@ -75,7 +83,7 @@ class LocalRayCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             head, *workers = self.specs
-            self.gcs_port = _free_ports(1)[0]
+            self.gcs_port = self.gcs_port or _free_ports(1)[0]
             self._start_node(head, head=True)
             _wait_port(self.gcs_port, timeout, self.nodes[head.name])
             self._wait_nodes(1, timeout)
