@@ -132,7 +132,8 @@ class RayRuntime:
                 {p.name: RayPod(p, i, secrets.token_hex(8)) for i, p in enumerate(pods)},
             )
             # 1. one placement group: every pod is placed, or none (Ray places bundles atomically)
-            nodes = self.nodes()
+            # the nodes are asked for (a GCS round trip per start) only when taints are set
+            nodes = self.nodes() if self._taints else []
             selectors = [
                 ray_nodes.label_selector(p.node_selector, p.tolerations, nodes) for p in pods
             ]
@@ -331,7 +332,7 @@ class RayRuntime:
                     pod.phase = "Running"
                 pod.watch = pod.actor.watch.remote("Running", _WATCH_TIMEOUT)
             else:
-                self._exited(run, pod, int(state["code"]))
+                self._exited(run, pod, int(state["code"]), state.get("log"))
 
     def _lost(self, run: RayRun, pod: RayPod, exc: Exception) -> None:
         pod.actor = None
@@ -345,9 +346,14 @@ class RayRuntime:
             self._dir.append_log(run.key, pod.spec.name, line.encode())
         self._exited(run, pod, LOST_EXIT_CODE)
 
-    def _exited(self, run: RayRun, pod: RayPod, code: int) -> None:
-        """Every process of this pod is gone: keep its log, retry it, or let it rest."""
-        self._save_log(run, pod)
+    def _exited(self, run: RayRun, pod: RayPod, code: int, log: bytes | None = None) -> None:
+        """Every process of this pod is gone: keep its log (sent with the pod's last state, else
+        read from its actor), retry it, or let it rest."""
+        if log is not None:
+            with contextlib.suppress(OSError):
+                self._dir.append_log(run.key, pod.spec.name, log)
+        else:
+            self._save_log(run, pod)
         self._kill_actor(pod)
         pod.exit_code = code
         if code != 0 and not (run.stopping or run.failing):
