@@ -128,7 +128,7 @@ def _known(raw: Mapping[str, Any], path: str, fields: set[str]) -> None:
 def _bool(raw: Mapping[str, Any], name: str, path: str, default: bool) -> bool:
     value = raw.get(name, default)
     if not isinstance(value, bool):
-        raise ApplyError(_OBJ, f"{path}.{name}", f"must be true or false, got {value!r}")
+        raise ApplyError(_OBJ, f"{path}.{name}", f"expected true or false, got {value!r}")
     return value
 
 
