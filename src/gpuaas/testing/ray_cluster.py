@@ -179,6 +179,7 @@ class LocalRayCluster:
                 f"--port={self.gcs_port}",
                 f"--ray-client-server-port={client}",
                 "--include-dashboard=false",
+                "--no-monitor",  # no autoscaler: the test cluster's nodes are fixed
                 f"--dashboard-port={dash}",
                 f"--temp-dir={self.temp_dir}",
             ]
