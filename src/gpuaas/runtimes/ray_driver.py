@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import signal
 import socket
 import threading
 import time
@@ -323,6 +324,10 @@ def _serve(
     local_labels: dict[str, str] | None,
 ) -> None:
     """The child: join Ray, then answer calls until the server closes the pipe (or dies)."""
+    # A stop signal to the server's process group (Ctrl-C, systemd, kill -TERM -PGID) is the
+    # server's to handle: it stops the pods through this child, then closes the pipe.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from gpuaas.runtimes.ray_runtime import RayRuntime
 
     try:
