@@ -4,8 +4,8 @@ outlives the Ray head.
 A Ray driver cannot outlive its cluster's head: once the GCS is gone, Ray's core worker ends the
 process it runs in (when its raylet exits, or after ``RAY_gcs_rpc_server_reconnect_timeout_s``),
 and calls made meanwhile can block for a minute. So ``RayDriver`` runs ``ray_runtime.RayRuntime``
-in a child process (``multiprocessing``, spawned) and forwards every ``Runtime`` call to it over a
-pipe. When the head is lost (its GCS port refuses connections, the child died or stopped
+in a child process (``python -m gpuaas.runtimes.ray_driver``) and forwards every ``Runtime`` call
+to it over a socket pair. When the head is lost (its GCS port refuses connections, the child died or stopped
 answering), the runtime is **degraded**: the server stays up, the child is ended, pods are shown
 as last seen, starts wait (``RuntimeUnavailable``, a pending reason, retried), stops are kept for
 later, and ``nodes()`` lists the last known nodes as not alive. Every ``RETRY_SECONDS`` a new
@@ -19,10 +19,12 @@ nothing about admission and holds no pod itself.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
-import multiprocessing
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +52,7 @@ START_TIMEOUT = 120.0  # joining the cluster and re-adopting its pods
 RETRY_SECONDS = 2.0  # between tries to join again while degraded
 _PROBE_SECONDS = 0.5  # how often the head's GCS port is probed
 _LOG_FOLLOW_SECONDS = 0.5
+RAY_RUNTIME = "gpuaas.runtimes.ray_runtime:RayRuntime"  # what the child runs
 
 
 class RayDriver:
@@ -65,9 +68,12 @@ class RayDriver:
         *,
         local_gpus: int | None = None,
         local_labels: dict[str, str] | None = None,
+        runtime: str = RAY_RUNTIME,
     ) -> None:
+        """``runtime``: ``module:callable`` the child builds its runtime with, called as
+        ``RayRuntime`` is (tests of the degraded mode pass a fake, ``testing.fake_runtime``)."""
         self.address = address
-        self._args = (root, address, taints or {}, local_gpus, local_labels)
+        self._args = (runtime, root, address, taints or {}, local_gpus, local_labels)
         self._dir = RunDir(root)
         self._lock = threading.RLock()
         self._conn: Connection | None = None
@@ -141,7 +147,7 @@ class RayDriver:
 
     def shutdown(self, grace_seconds: float | None = None) -> None:
         with self._lock:
-            if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            if self._conn is not None and self._proc is not None and self._proc.poll() is None:
                 with contextlib.suppress(RuntimeUnavailable, RuntimeRequestError):
                     self._call("shutdown", grace_seconds, timeout=120.0)
             self._end_child()
@@ -218,7 +224,7 @@ class RayDriver:
 
     def _head_answers(self) -> bool:
         if not self.address:
-            return self._proc is not None and self._proc.is_alive()
+            return self._proc is not None and self._proc.poll() is None
         host, _, port = self.address.rpartition(":")
         try:
             with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0):
@@ -252,10 +258,7 @@ class RayDriver:
         if self._conn is not None:
             self._conn.close()
         if self._proc is not None:
-            self._proc.join(timeout=1)  # it ends when the pipe closes, unless stuck in Ray
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(timeout=5)
+            _end(self._proc)
         self._conn, self._proc = None, None
 
     def _call(self, name: str, *args: Any, timeout: float = CALL_TIMEOUT, **kwargs: Any) -> Any:
@@ -292,13 +295,23 @@ class RayDriver:
 
 
 def _launch(args: tuple[Any, ...]) -> tuple[Connection, Any, str]:
-    """A child process that joins the cluster: its pipe, the process and its description."""
-    ctx = multiprocessing.get_context("spawn")
-    ours, theirs = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(theirs, *args), name="gpuaas-ray-driver", daemon=True)
-    proc.start()
-    theirs.close()
+    """A child process that joins the cluster: its connection, the process and its description.
+
+    A plain subprocess (``python -m gpuaas.runtimes.ray_driver FD``) on one end of a socket pair,
+    rather than ``multiprocessing``: no helper process outlives it, and the server's main module
+    is not imported again in the child."""
+    ours_sock, theirs_sock = socket.socketpair()
     try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(theirs_sock.fileno())],
+            pass_fds=(theirs_sock.fileno(),),
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        theirs_sock.close()
+    ours = Connection(ours_sock.detach())
+    try:
+        ours.send(args)
         ours.send(("describe", (), {}))
         if not ours.poll(START_TIMEOUT):
             raise TimeoutError(f"no answer in {START_TIMEOUT:g}s")
@@ -307,16 +320,22 @@ def _launch(args: tuple[Any, ...]) -> tuple[Connection, Any, str]:
         ok, value = False, RuntimeRequestError(f"{type(exc).__name__}: {exc}")
     if not ok:
         ours.close()
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=5)
+        _end(proc)
         raise RuntimeRequestError(f"cannot join the Ray cluster: {value}")
     return ours, proc, str(value)
 
 
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.wait(timeout=1)  # it ends when its connection closes, unless stuck in Ray
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def _serve(
     conn: Connection,
+    factory: str,
     root: Path,
     address: str | None,
     taints: dict[str, tuple[Taint, ...]],
@@ -328,12 +347,10 @@ def _serve(
     # server's to handle: it stops the pods through this child, then closes the pipe.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from gpuaas.runtimes.ray_runtime import RayRuntime
-
+    module, _, name = factory.partition(":")
     try:
-        runtime = RayRuntime(
-            root, address, taints, local_gpus=local_gpus, local_labels=local_labels
-        )
+        build = getattr(importlib.import_module(module), name)
+        runtime = build(root, address, taints, local_gpus=local_gpus, local_labels=local_labels)
     except Exception as exc:  # answer the first call with why, then end
         with contextlib.suppress(EOFError, OSError):
             conn.recv()
@@ -349,7 +366,7 @@ def _serve(
         "shutdown": runtime.shutdown,
         "forget": runtime.forget,
         "describe": runtime.describe,
-        "nodes": runtime.nodes,
+        "nodes": getattr(runtime, "nodes", list),
     }
     while True:
         try:
@@ -370,4 +387,17 @@ def _serve(
             return
 
 
-__all__ = ["CALL_TIMEOUT", "RETRY_SECONDS", "RayDriver"]
+def _child(fd: int) -> None:
+    conn = Connection(fd)
+    try:
+        args = conn.recv()
+    except (EOFError, OSError):
+        return
+    _serve(conn, *args)
+
+
+if __name__ == "__main__":
+    _child(int(sys.argv[1]))
+
+
+__all__ = ["CALL_TIMEOUT", "RAY_RUNTIME", "RETRY_SECONDS", "RayDriver"]
