@@ -30,7 +30,7 @@ from gpuaas.cli.node import table
 from gpuaas.runtimes.base import EventKind, PodSpec
 from gpuaas.testing.ray_cluster import MARKER_ENV, LocalRayCluster, RayNodeSpec
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "001-gpu-pool"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"

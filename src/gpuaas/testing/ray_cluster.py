@@ -35,6 +35,9 @@ HEALTH_ENV = {
     "RAY_health_check_failure_threshold": "5",
     # workers give up on a lost head after 10 s instead of 60 s
     "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
+    # a node's start waits up to 3 min (not 1) for its raylet to register: on a busy 2-core
+    # machine the head's Python helpers alone take that long
+    "RAY_raylet_start_wait_time_s": "180",
 }
 
 
@@ -78,7 +81,7 @@ class LocalRayCluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.gcs_port}"
 
-    def start(self, timeout: float = 60.0) -> LocalRayCluster:
+    def start(self, timeout: float = 240.0) -> LocalRayCluster:
         """Start the head, then every worker; return once all nodes are registered."""
         self.root.mkdir(parents=True, exist_ok=True)
         try:
