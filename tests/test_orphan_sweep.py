@@ -1,0 +1,33 @@
+"""The session's orphan sweep takes only this session's pods, never another test run's.
+
+Several test runs share a machine; a pod that carries ``GPUAAS_POD_UID`` but another session's
+mark (``TESTS_GPUAAS_SESSION``) is theirs: sweeping it killed their pods mid-test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from conftest import SESSION_ENV, _orphaned_pods
+
+
+def test_only_this_sessions_pods_are_swept() -> None:
+    env = {**os.environ, "GPUAAS_POD_UID": "sweep-test"}
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    mine = subprocess.Popen(sleep, env=env)
+    theirs = subprocess.Popen(sleep, env={**env, SESSION_ENV: "another-session"})
+    try:
+        deadline = time.monotonic() + 10
+        found: set[int] = set()
+        while mine.pid not in found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = {p.pid for p in _orphaned_pods()}
+        assert mine.pid in found
+        assert theirs.pid not in found
+    finally:
+        for proc in (mine, theirs):
+            proc.kill()
+            proc.wait()
