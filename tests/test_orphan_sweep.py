@@ -6,12 +6,21 @@ mark (``TESTS_GPUAAS_SESSION``) is theirs: sweeping it killed their pods mid-tes
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from conftest import SESSION_ENV, _orphaned_pods
+# tests/conftest.py by its path: ``import conftest`` may find another folder's conftest
+_spec = importlib.util.spec_from_file_location(
+    "root_conftest", Path(__file__).with_name("conftest.py")
+)
+assert _spec is not None and _spec.loader is not None
+_root = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_root)
+SESSION_ENV, _orphaned_pods = _root.SESSION_ENV, _root._orphaned_pods
 
 
 def test_only_this_sessions_pods_are_swept() -> None:
