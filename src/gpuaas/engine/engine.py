@@ -47,7 +47,7 @@ from gpuaas.store import (
     Write,
 )
 from gpuaas.vocab import render
-from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
+from gpuaas.vocab.kinds import BY_KIND, NAMESPACE, WORKLOAD, Kind
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class Engine(ReadModel):
             kind = self._kind_of(rec.key)
             if kind is WORKLOAD:
                 workloads.append(rec)
-            elif kind is not None and not kind.job and kind is not CONFIGURATION:
+            elif kind is not None and not kind.job and not kind.stored:
                 self._restore_apply(rec, rec.doc)
         # 2. Workloads in creation order: admitted ones keep their admission, others re-queue
         #    with their original creation time, so pending order is what it was.

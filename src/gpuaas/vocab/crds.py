@@ -90,9 +90,11 @@ class Resource:
 _AGE = (PrinterColumn("Age", "date", ".metadata.creationTimestamp"),)
 
 # Kinds with no vendored CRD: (singular, short names, categories, has status), as
-# kube-apiserver (Namespace, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
+# kube-apiserver (Namespace, Secret, ConfigMap, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
 _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
     "Namespace": ("namespace", ("ns",), (), True),
+    "Secret": ("secret", (), (), False),
+    "ConfigMap": ("configmap", ("cm",), (), False),
     "Job": ("job", (), ("all",), True),
     "RayCluster": ("raycluster", (), ("all",), True),
     "RayJob": ("rayjob", (), ("all",), True),
