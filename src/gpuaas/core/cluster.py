@@ -284,6 +284,12 @@ class Cluster:
         """An admission check's controller sets its state on a workload holding quota."""
         self.gate.set_state(key, check, state, message, now, requeue_after_seconds)
 
+    def set_cluster_nomination(
+        self, key: str, nominated: tuple[str, ...], cluster_name: str | None
+    ) -> None:
+        """A MultiKueue dispatcher nominates workers, or names the one that admitted it."""
+        self.gate.set_cluster_nomination(key, nominated, cluster_name)
+
     def requeue_after(self, wl: WorkloadState, at: float) -> None:
         """Requeue with back-off: keep a pending workload out of its queue until ``at``."""
         self.backoff.park(wl, at)

@@ -30,6 +30,7 @@ from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
+from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
@@ -164,6 +165,9 @@ class Engine(ReadModel):
                 admission, admitted_at = restored
                 checks = persisted.checks_from_internal(rec.internal)
                 self._cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
+                nominated, cluster_name = persisted.placement_from_internal(rec.internal)
+                if (nominated or cluster_name) and phase == Phase.ADMITTED:
+                    self._cluster.set_cluster_nomination(obj.key, nominated, cluster_name)
             else:
                 self._cluster.apply(obj, rec.created)
                 if phase == Phase.FINISHED:
@@ -403,9 +407,11 @@ class Engine(ReadModel):
                 doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
             if kind.kind == "AdmissionCheck":
                 doc.pop("status", None)  # written through its status subresource only
+            webhook.default_managed_by(self.objects, kind, namespace, doc)
+            prebuilt = webhook.prebuilt_workload(self.objects, kind, namespace, doc)
             obj = documents.parse(doc)
             wl_key = self.key_of(WORKLOAD, namespace, name)
-            if (kind.job or kind is WORKLOAD) and wl_key in self.objects:
+            if (kind.job or kind is WORKLOAD) and wl_key in self.objects and prebuilt is None:
                 raise AlreadyExists(f"Workload {namespace}/{name} already exists")
             now = self.clock()
             batch = _Batch()
@@ -421,9 +427,19 @@ class Engine(ReadModel):
             _stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
             self._put(batch, rec, "ADDED")
-            if kind.job and isinstance(obj, Workload):
+            if prebuilt is not None:  # the worker's copy runs this job's pods: it is its owner
+                wl_rv = self._next_rv()
+                adopted = replace(
+                    prebuilt,
+                    rv=wl_rv,
+                    doc=documents.with_rv(prebuilt.doc, wl_rv),
+                    internal={**prebuilt.internal, "owner": kind.gk},
+                )
+                self._put(batch, adopted, "MODIFIED")
+            elif kind.job and isinstance(obj, Workload):
                 self._put_derived(batch, obj, doc, now, created=True)
-            self._apply(obj, now)
+            if prebuilt is None:
+                self._apply(obj, now)
             self._settle(now, batch)
             fut = self._commit(batch)
             out_key = key

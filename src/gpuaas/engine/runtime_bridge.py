@@ -48,6 +48,7 @@ from gpuaas.runtimes import (
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.vocab.kinds import WORKLOAD
+from gpuaas.vocab.multikueue import runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -228,7 +229,7 @@ class RuntimeBridge:
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)
-        if manifest is None:
+        if manifest is None or not runs_pods_here(manifest):
             return False
         try:
             self._plan(st, manifest)
@@ -249,6 +250,10 @@ class RuntimeBridge:
         if manifest is None:
             self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
             return True
+        if not runs_pods_here(manifest):
+            # A MultiKueue manager's Job runs on a worker; a worker's copy of a Workload waits
+            # for the Job its manager creates next (tried again at each poll).
+            return manifest.get("kind") != WORKLOAD.kind
         try:
             plan = self._plan(st, manifest)
         except PodSpecError as exc:

@@ -12,6 +12,7 @@ waiting for its Job. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +117,7 @@ def check_cluster(doc: JsonDoc) -> None:
         )
 
 
-def runs_pods_here(manifest: JsonDoc) -> bool:
+def runs_pods_here(manifest: Mapping[str, Any]) -> bool:
     """False for a Job a MultiKueue manager manages (its pods run on a worker) and for a
     worker's copy of a Workload (its pods come with the Job the manager creates next)."""
     spec = manifest.get("spec") or {}

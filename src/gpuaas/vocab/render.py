@@ -60,6 +60,10 @@ def workload_status(st: WorkloadState) -> JsonDoc:
                 entry["retryCount"] = c.retry_count
             checks.append(entry)
         status["admissionChecks"] = checks
+    if st.cluster_name is not None:
+        status["clusterName"] = st.cluster_name
+    if st.nominated_cluster_names:
+        status["nominatedClusterNames"] = list(st.nominated_cluster_names)
     if st.admission is not None:
         status["admission"] = {
             "clusterQueue": st.admission.cluster_queue,
