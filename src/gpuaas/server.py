@@ -78,6 +78,7 @@ class ServerOptions:
     multikueue_namespace: str = "kueue-system"  # Kueue's namespace: workers' kubeconfig Secrets
     worker_lost_timeout: float = 900.0  # Kueue's multiKueue.workerLostTimeout (15 min)
     multikueue_dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    multikueue_origin: str = "multikueue"  # the origin label's value on this hub's copies
 
     @property
     def store_url(self) -> str:
@@ -246,6 +247,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
             namespace=options.multikueue_namespace,
             worker_lost_timeout=options.worker_lost_timeout,
             dispatcher=options.multikueue_dispatcher,
+            origin=options.multikueue_origin,
         )
     )
     engine.add_observer(CheckDispatcher({MULTIKUEUE: multikueue}))

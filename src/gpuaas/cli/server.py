@@ -118,6 +118,14 @@ def serve(
             "another controller).",
         ),
     ] = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    origin: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-origin",
+            help="MultiKueue origin: the label value on this manager's copies on workers "
+            "(managers sharing workers need different ones).",
+        ),
+    ] = "multikueue",
 ) -> None:
     """Run the gpuaas API server."""
     options = ServerOptions(
@@ -139,6 +147,7 @@ def serve(
         multikueue_namespace=multikueue_namespace,
         worker_lost_timeout=worker_lost_timeout,
         multikueue_dispatcher=dispatcher,
+        multikueue_origin=origin,
     )
     try:
         run(options, say=typer.echo)
