@@ -91,8 +91,10 @@ def test_all_at_once_dispatch_runs_on_one_worker(clusters: Clusters) -> None:
     hub = client(c.hub)
     wait_for(
         "the MultiKueue check Active",
-        lambda: condition(hub.get(f"{KUEUE}/admissionchecks/mk").json(), "Active").get("status")
-        == "True",
+        lambda: (
+            condition(hub.get(f"{KUEUE}/admissionchecks/mk").json(), "Active").get("status")
+            == "True"
+        ),
     )
     code, out = cli(c.hub, c.tmp, "cluster", "list")
     assert code == 0 and all(f"w{i}" in out for i in (1, 2, 3)), out
@@ -216,6 +218,7 @@ def test_wrong_kubeconfig_is_inactive_with_reason(
     cond = wait_for(f"bad-{case} Inactive", inactive)
     assert cond["reason"] == reason, cond
     code, out = cli(c.hub, c.tmp, "cluster", "list")
+    assert code == 0, out
     assert f"bad-{case}" in out and reason in out
     hub.delete(f"{KUEUE}/multikueueclusters/bad-{case}")
 
@@ -250,8 +253,7 @@ def test_worker_killed_mid_run_is_replaced_and_cleaned(tmp_path: Path) -> None:
         c.workers[first] = back
         wait_for(
             f"stale copy on {first} removed",
-            lambda: "survivor" not in copies(client(back))
-            and "survivor" not in jobs(client(back)),
+            lambda: "survivor" not in copies(client(back)) and "survivor" not in jobs(client(back)),
             90,
         )
         assert "survivor" in jobs(client(c.workers[other]))
