@@ -165,7 +165,7 @@ class MultiKueueController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="multikueue")
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
 
     # -- CheckController ------------------------------------------------------------------------
@@ -427,19 +427,24 @@ class MultiKueueController:
         for ok, key in self._pool.map(lambda op: op(), ops):
             if not ok:
                 failed.add(key)
-        changed = bool(ops)
-        for key, p, doc in results:
-            changed |= self._write_back(engine, hub, key, p, doc, failed, connected)
-        return changed
+        updates = [
+            u
+            for key, p, doc in results
+            if (u := self._write_back(engine, hub, key, p, doc, failed, connected)) is not None
+        ]
+        applied = writes.update_workloads(engine, updates)
+        return bool(ops) or applied > 0
 
     def _remove(self, w: Worker, key: str) -> Callable[[], tuple[bool, str]]:
         ns, _, name = key.partition("/")
         client = w.client
+        has_job = key in w.jobs  # as last listed; a Job made since makes the delete fail: retried
 
         def op() -> tuple[bool, str]:
             assert client is not None
             try:
-                client.delete(JOBS, "jobs", ns, name)  # the Job first: it owns the copy
+                if has_job:
+                    client.delete(JOBS, "jobs", ns, name)  # the Job first: it owns the copy
                 client.delete(WORKLOADS, "workloads", ns, name)
             except RemoteError as exc:
                 log.info("MultiKueue: removing %s from %s: %s", key, w.name, exc)
@@ -501,19 +506,22 @@ class MultiKueueController:
         doc: JsonDoc,
         failed: set[str],
         connected: dict[str, Worker],
-    ) -> bool:
+    ) -> writes.WorkloadUpdate | None:
+        """The manager-side update a plan asks for, or None when nothing changes."""
         check = hub.check_of[key]
         if p.finish is not None:
             self._rounds.pop(key, None)
             self._mirror_job(engine, key, doc, connected)
-            return writes.finish_workload(engine, key, p.finish[0], p.finish[2])
+            return writes.WorkloadUpdate(
+                key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
+            )
         if key in failed and p.check is not None and p.check[0] == plan_mk.READY:
-            return False  # its Job did not reach the worker: Ready waits for the next pass
+            return None  # its Job did not reach the worker: Ready waits for the next pass
         status = doc.get("status") or {}
         current: JsonDoc = next(
             (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
         )
-        same_check = p.check is None or ((current.get("state"), current.get("message")) == p.check)
+        same_check = p.check is None or (current.get("state"), current.get("message")) == p.check
         same_nomination = (
             p.nominated is None or tuple(status.get("nominatedClusterNames") or ()) == p.nominated
         )
@@ -522,9 +530,9 @@ class MultiKueueController:
         if status.get("clusterName") is not None:
             self._mirror_job(engine, key, doc, connected)
         if same_check and same_nomination and p.cluster_name is None and not p.events:
-            return False
-        return writes.update_workload(
-            engine, key, check, p.check, p.nominated, p.cluster_name, p.events
+            return None
+        return writes.WorkloadUpdate(
+            key, check, p.check, p.nominated, p.cluster_name, None, tuple(p.events)
         )
 
     def _mirror_job(

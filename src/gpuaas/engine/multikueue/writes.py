@@ -10,7 +10,7 @@ are called from the controller's own thread, never from an engine hook, and neve
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.errors import ApplyError
@@ -24,6 +24,58 @@ if TYPE_CHECKING:
 JsonDoc = dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadUpdate:
+    """One workload's MultiKueue change: its check's state, its nomination, its chosen worker,
+    or finishing with the worker's outcome; and the events that say so."""
+
+    key: str
+    check: str
+    state: tuple[str, str] | None = None
+    nominated: tuple[str, ...] | None = None
+    cluster_name: str | None = None
+    finish: tuple[bool, str] | None = None  # (succeeded, message)
+    events: tuple[str, ...] = ()
+
+
+def update_workloads(engine: Engine, updates: list[WorkloadUpdate]) -> int:
+    """Apply a pass's updates in one settle and one commit (one durable write for all); an
+    update the workload moved past meanwhile (no quota any more, gone, clusterName already
+    another) is skipped, and the next pass reads it again. Returns how many were applied."""
+    if not updates:
+        return 0
+    applied = 0
+    with engine._lock:
+        engine._reload_if_failed()
+        now = engine.clock()
+        for u in updates:
+            st = engine._cluster.workloads.get(u.key)
+            if st is None:
+                continue
+            try:
+                if u.finish is not None:
+                    if not engine._cluster.finish(u.key, now, succeeded=u.finish[0]):
+                        continue
+                else:
+                    if u.nominated is not None or u.cluster_name is not None:
+                        names = st.nominated_cluster_names if u.nominated is None else u.nominated
+                        engine._cluster.set_cluster_nomination(u.key, names, u.cluster_name)
+                    if u.state is not None:
+                        engine._cluster.set_check_state(u.key, u.check, *u.state, now)
+            except ApplyError:
+                continue
+            applied += 1
+            for message in u.events:
+                engine.record_event(
+                    Event(now, "Normal", "MultiKueue", f"Workload {u.key}", message, u.key)
+                )
+        batch = engine._new_batch()
+        engine._settle(now, batch)
+        fut = engine._commit(batch)
+    engine._wait(fut)
+    return applied
+
+
 def update_workload(
     engine: Engine,
     key: str,
@@ -33,49 +85,9 @@ def update_workload(
     cluster_name: str | None,
     events: list[str],
 ) -> bool:
-    """Set the MultiKueue check's state and the nomination of workload ``key`` in one write.
-
-    False when the workload moved on meanwhile (no quota any more, gone): nothing is written
-    and the next pass reads it again.
-    """
-    with engine._lock:
-        engine._reload_if_failed()
-        now = engine.clock()
-        st = engine._cluster.workloads.get(key)
-        if st is None:
-            return False
-        try:
-            if nominated is not None or cluster_name is not None:
-                names = st.nominated_cluster_names if nominated is None else nominated
-                engine._cluster.set_cluster_nomination(key, names, cluster_name)
-            if state is not None:
-                engine._cluster.set_check_state(key, check, state[0], state[1], now)
-        except ApplyError:
-            return False
-        for message in events:
-            engine.record_event(Event(now, "Normal", "MultiKueue", f"Workload {key}", message, key))
-        batch = engine._new_batch()
-        engine._settle(now, batch)
-        fut = engine._commit(batch)
-    engine._wait(fut)
-    return True
-
-
-def finish_workload(engine: Engine, key: str, succeeded: bool, message: str) -> bool:
-    """The copy on the chosen worker finished: so does the manager's workload."""
-    with engine._lock:
-        engine._reload_if_failed()
-        now = engine.clock()
-        if not engine._cluster.finish(key, now, succeeded=succeeded):
-            return False
-        engine.record_event(
-            Event(now, "Normal", "MultiKueue", f"Workload {key}", message or "Finished", key)
-        )
-        batch = engine._new_batch()
-        engine._settle(now, batch)
-        fut = engine._commit(batch)
-    engine._wait(fut)
-    return True
+    """One workload's update (``update_workloads`` of one); False when it was skipped."""
+    update = WorkloadUpdate(key, check, state, nominated, cluster_name, None, tuple(events))
+    return update_workloads(engine, [update]) == 1
 
 
 def write_status(
@@ -123,4 +135,10 @@ def write_admission_check_active(engine: Engine, name: str, condition: JsonDoc) 
     engine.update_admission_check_status(name, {"status": {"conditions": [*conds, condition]}})
 
 
-__all__ = ["finish_workload", "update_workload", "write_admission_check_active", "write_status"]
+__all__ = [
+    "WorkloadUpdate",
+    "update_workload",
+    "update_workloads",
+    "write_admission_check_active",
+    "write_status",
+]
