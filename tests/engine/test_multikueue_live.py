@@ -302,3 +302,27 @@ def test_secret_base64_is_checked(clusters: Clusters) -> None:
     assert r.status_code == 422 and "data[kubeconfig]" in r.json()["message"]
     good = {**bad, "data": {"a": base64.b64encode(b"x").decode()}}
     assert hub.post("/api/v1/namespaces/default/secrets", json=good).status_code == 201
+
+
+def test_hub_killed_keeps_its_choice(tmp_path: Path) -> None:
+    """A kill -9 of the hub loses no acknowledged write: the workload stays where it runs, and
+    the hub started again dispatches nothing twice."""
+    c = _start(tmp_path, cpu={"w1": "4", "w2": "4"})
+    try:
+        hub = client(c.hub)
+        hub.post("/apis/batch/v1/namespaces/default/jobs", json=job("steady"))
+        chosen = _admitted_on(c, "steady")
+        c.hub.kill()
+        close_clients()
+        c.hub = ServerProcess(c.hub.data_dir, port=c.hub.port, extra=c.hub.extra).start()
+        hub = client(c.hub)
+        wl = workload(hub, "steady")
+        assert wl["status"]["clusterName"] == chosen
+        assert condition(wl, "Admitted")["status"] == "True"
+        hub.post("/apis/batch/v1/namespaces/default/jobs", json=job("after-restart"))
+        _admitted_on(c, "after-restart")
+        placed = [n for n, w in c.workers.items() if "steady" in jobs(client(w))]
+        assert placed == [chosen]
+        assert workload(hub, "steady")["status"]["clusterName"] == chosen
+    finally:
+        _stop(c)

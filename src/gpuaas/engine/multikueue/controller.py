@@ -58,7 +58,8 @@ class MultiKueueOptions:
     worker_lost_timeout: float = mk.DEFAULT_WORKER_LOST_TIMEOUT
     dispatcher: str = mk.DISPATCHER_ALL_AT_ONCE
     origin: str = mk.DEFAULT_ORIGIN
-    interval: float = 0.05  # seconds between passes when nothing wakes the thread
+    interval: float = 0.05  # seconds between passes while a workload waits for a worker
+    idle_interval: float = 1.0  # seconds between passes otherwise (worker health, finishes)
 
 
 @dataclass(slots=True)
@@ -167,6 +168,7 @@ class MultiKueueController:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
+        self._in_flight = 0  # workloads holding quota on the hub, not yet on a worker
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -188,16 +190,22 @@ class MultiKueueController:
                 w.client.close()
 
     def _loop(self) -> None:
+        busy, last_change = True, time.monotonic()
         while not self._stop.is_set():
-            self._wake.wait(self.options.interval)
+            self._wake.wait(self.options.interval if busy else self.options.idle_interval)
             self._wake.clear()
             try:
                 again = self.sync_once()
             except Exception:  # keep dispatching: the next pass reads everything again
                 log.exception("MultiKueue pass failed")
                 again = False
+            now = time.monotonic()
             if again:
+                last_change = now
                 self._wake.set()
+            # Poll fast while workloads wait for a worker and things move; a workload no worker
+            # admits for a while is looked at every idle_interval.
+            busy = self._in_flight > 0 and now - last_change < 5.0
 
     # -- one pass ---------------------------------------------------------------------------------
     def sync_once(self) -> bool:
@@ -365,6 +373,7 @@ class MultiKueueController:
     def _dispatch(self, engine: Engine, hub: _Hub, now: float) -> bool:
         ops: list[Callable[[], tuple[bool, str]]] = []
         results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
+        in_flight = 0
         connected = {n: w for n, w in self.workers.items() if w.client is not None and w.active}
         unavailable = [n for n, w in self.workers.items() if not w.active]
         # Copies on workers whose manager workload no longer needs them: garbage.
@@ -423,6 +432,8 @@ class MultiKueueController:
             if p.create_job_on is not None:
                 ops.append(self._create_job(engine, connected[p.create_job_on], doc))
             results.append((key, p, doc))
+            if local.holds_quota and not local.finished and local.cluster_name is None:
+                in_flight += 1
         failed: set[str] = set()
         for ok, key in self._pool.map(lambda op: op(), ops):
             if not ok:
@@ -433,6 +444,7 @@ class MultiKueueController:
             if (u := self._write_back(engine, hub, key, p, doc, failed, connected)) is not None
         ]
         applied = writes.update_workloads(engine, updates)
+        self._in_flight = in_flight
         return bool(ops) or applied > 0
 
     def _remove(self, w: Worker, key: str) -> Callable[[], tuple[bool, str]]:
