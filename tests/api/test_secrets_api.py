@@ -38,8 +38,14 @@ def test_tenant_secrets(live: tuple[ServerProcess, str]) -> None:
     with srv.client(token) as tenant:
         body = _secret("team-a", type="Opaque", stringData={"password": "hunter2"},
                        data={"user": base64.b64encode(b"alice").decode()})  # fmt: skip
-        r = tenant.post("/api/v1/namespaces/team-a/secrets", json=body)
+        # kubectl sends fieldValidation=Strict: a Secret's top-level fields are known ones.
+        r = tenant.post("/api/v1/namespaces/team-a/secrets?fieldValidation=Strict", json=body)
         assert r.status_code == 201, r.text
+        strict = tenant.post(
+            "/api/v1/namespaces/team-a/secrets?fieldValidation=Strict",
+            json={**_secret("team-a"), "metadata": {"name": "other"}, "spce": {}},
+        )
+        assert strict.status_code in (400, 422) and "spce" in strict.text
         assert r.json()["data"]["password"] == base64.b64encode(b"hunter2").decode()
         r = tenant.get("/api/v1/namespaces/team-a/secrets", headers={"Accept": TABLE})
         table = r.json()

@@ -296,14 +296,8 @@ class MultiKueueController:
             old = _cond(doc, "Active")
             status = "True" if w.active else "False"
             message = w.message
-            if not w.active and w.failures:
-                message = f"{message}; connection attempts: {w.failures}"
-            same = old is not None and (old.get("status"), old.get("reason")) == (status, w.reason)
-            if (
-                same
-                and old is not None
-                and (w.active or str(old.get("message", "")).split("; connection")[0] == w.message)
-            ):
+            seen = (old.get("status"), old.get("reason"), old.get("message")) if old else None
+            if seen == (status, w.reason, message):
                 continue
             cond = {
                 "type": "Active",
