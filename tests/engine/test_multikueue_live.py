@@ -89,13 +89,16 @@ def _admitted_on(c: Clusters, name: str) -> str:
 def test_all_at_once_dispatch_runs_on_one_worker(clusters: Clusters) -> None:
     c = clusters
     hub = client(c.hub)
-    wait_for(
-        "the MultiKueue check Active",
-        lambda: (
-            condition(hub.get(f"{KUEUE}/admissionchecks/mk").json(), "Active").get("status")
-            == "True"
-        ),
-    )
+
+    def all_active() -> bool:
+        items = hub.get(f"{KUEUE}/multikueueclusters").json()["items"]
+        return len(items) == 3 and all(
+            condition(i, "Active").get("status") == "True" for i in items
+        )
+
+    wait_for("three workers Active", all_active)
+    ac = hub.get(f"{KUEUE}/admissionchecks/mk").json()
+    assert condition(ac, "Active")["reason"] == "Active"
     code, out = cli(c.hub, c.tmp, "cluster", "list")
     assert code == 0 and all(f"w{i}" in out for i in (1, 2, 3)), out
     assert out.count("Active") >= 3 and "zone=w1" in out
