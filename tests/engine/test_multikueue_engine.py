@@ -140,3 +140,13 @@ def test_secret_is_stored_as_kubernetes_stores_it(engine: Engine) -> None:
     assert "stringData" not in out and out["type"] == "Opaque"
     with pytest.raises(Invalid, match=r"Secret ns/t: data\[k\]: illegal base64 data"):
         engine.create(SECRET, "ns", {"metadata": {"name": "t"}, "data": {"k": "%%%"}})
+
+
+def test_an_external_dispatcher_writes_the_nomination(engine: Engine) -> None:
+    engine.serve_checks(MK)
+    _setup(engine, check=True)
+    _create(engine, "Job", _job("j"), "ns")
+    out = engine.update_check_states("ns", "j", {"status": {"nominatedClusterNames": ["w2"]}})
+    assert out["status"]["nominatedClusterNames"] == ["w2"]
+    with pytest.raises(Invalid, match="must be a list of MultiKueueCluster names"):
+        engine.update_check_states("ns", "j", {"status": {"nominatedClusterNames": [""]}})

@@ -329,3 +329,23 @@ def test_hub_killed_keeps_its_choice(tmp_path: Path) -> None:
         assert workload(hub, "steady")["status"]["clusterName"] == chosen
     finally:
         _stop(c)
+
+
+def test_external_dispatcher_uses_the_written_nomination(tmp_path: Path) -> None:
+    c = _start(
+        tmp_path, hub_extra=("--multikueue-dispatcher", "example.com/placement"),
+        cpu={"w1": "4", "w2": "4"},
+    )  # fmt: skip
+    try:
+        hub = client(c.hub)
+        hub.post("/apis/batch/v1/namespaces/default/jobs", json=job("external"))
+        wait_for("quota reserved on the hub", lambda: condition(
+            workload(hub, "external"), "QuotaReserved").get("status") == "True")  # fmt: skip
+        assert "external" not in copies(client(c.workers["w1"]))  # nobody nominated yet
+        body = {"status": {"nominatedClusterNames": ["w2"]}}
+        r = hub.put(f"{KUEUE}/namespaces/default/workloads/external/status", json=body)
+        assert r.status_code == 200, r.text
+        assert _admitted_on(c, "external") == "w2"
+        assert "external" not in copies(client(c.workers["w1"]))
+    finally:
+        _stop(c)
