@@ -168,6 +168,9 @@ def test_no_worker_can_admit_stays_pending_with_reason(clusters: Clusters) -> No
     assert "clusterName" not in wl["status"]
     explained = hub.get("/apis/gpuaas.dev/v1alpha1/namespaces/default/workloads/too-big/explain")
     assert "not admitted by any nominated worker cluster" in explained.text
+    assert explained.json()["nominatedClusterNames"] == ["w1", "w2", "w3"]
+    code, out = cli(c.hub, c.tmp, "explain", "workload", "too-big", "-n", "default")
+    assert code == 0 and "Nominated:      w1, w2, w3 (MultiKueue)" in out, out
     hub.delete("/apis/batch/v1/namespaces/default/jobs/too-big")
     for w in c.workers.values():
         wait_for("copies removed", lambda w=w: "too-big" not in copies(client(w)))
