@@ -69,16 +69,17 @@ def inactive_reason(
             "AdmissionCheckInactive",
             f"references inactive AdmissionCheck(s): {', '.join(inactive)}",
         )
-    multi = [n for n in names if checks[n].controller_name == MULTIKUEUE_CONTROLLER]
+    # Kueue (pkg/cache/scheduler/clusterqueue.go) lists these sorted, joined with ",".
+    multi = sorted(n for n in names if checks[n].controller_name == MULTIKUEUE_CONTROLLER)
     if len(multi) > 1:
         return "MultipleMultiKueueAdmissionChecks", (
             "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
-            f"found: {', '.join(multi)}"
+            f"found: {','.join(multi)}"
         )
-    per_flavor = [r.name for r in spec.admission_checks if r.on_flavors and r.name in multi]
+    per_flavor = sorted(r.name for r in spec.admission_checks if r.on_flavors and r.name in multi)
     if per_flavor:
         return "MultiKueueAdmissionCheckAppliedPerFlavor", (
-            f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {', '.join(per_flavor)}"
+            f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {','.join(per_flavor)}"
         )
     return None
 
