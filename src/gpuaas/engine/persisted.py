@@ -43,7 +43,8 @@ def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
         for c in st.admission_checks.values()
     )
     placement = (st.nominated_cluster_names, st.cluster_name)
-    return (st.phase, conds, adm, st.admitted_at, checks, placement)
+    requeue = (st.requeue_state_count, st.requeue_at, st.workload.active)
+    return (st.phase, conds, adm, st.admitted_at, checks, requeue, placement)
 
 
 def internal_state(st: WorkloadState) -> JsonDoc:
@@ -75,6 +76,14 @@ def placement_from_internal(internal: JsonDoc) -> tuple[tuple[str, ...], str | N
     nominated = internal.get("nominatedClusterNames") or []
     name = internal.get("clusterName")
     return tuple(str(n) for n in nominated), (str(name) if name else None)
+
+
+def requeue_count_from_status(doc: JsonDoc) -> int:
+    """Kueue's ``status.requeueState.count`` as last written (0 when absent or malformed)."""
+    status = doc.get("status")
+    state = status.get("requeueState") if isinstance(status, dict) else None
+    count = state.get("count") if isinstance(state, dict) else None
+    return count if isinstance(count, int) and count > 0 else 0
 
 
 def checks_from_internal(internal: JsonDoc) -> list[AdmissionCheckStatus]:
