@@ -33,7 +33,7 @@ def test_only_this_sessions_pods_are_swept() -> None:
         found: set[int] = set()
         while mine.pid not in found and time.monotonic() < deadline:
             time.sleep(0.1)
-            found = {p.pid for p in _orphaned_pods()}
+            found = {p.pid for p in _orphaned_pods(None)}
         assert mine.pid in found
         assert theirs.pid not in found
     finally:

@@ -33,8 +33,10 @@ from gpuaas.api.draining import Draining, DrainingServer
 from gpuaas.core.config import SchedulerConfig, parse_configuration
 from gpuaas.core.errors import ApplyError
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
+from gpuaas.engine.checks import CheckDispatcher
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
+from gpuaas.engine.multikueue.controller import MultiKueueController, MultiKueueOptions
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
@@ -48,6 +50,7 @@ from gpuaas.vocab.kinds import NAMESPACE
 
 _T = TypeVar("_T")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kueue-system")
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 POLL_INTERVAL = 0.05  # seconds between runtime polls
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,10 @@ class ServerOptions:
     kueue_config: Path | None = None  # Kueue's Configuration (fairSharing, waitForPodsReady)
     telemetry_interval: float = 15.0
     watch_history: int = 1_000_000  # changes back a watch may start (older: 410 Expired)
+    multikueue_namespace: str = "kueue-system"  # Kueue's namespace: workers' kubeconfig Secrets
+    worker_lost_timeout: float = 900.0  # Kueue's multiKueue.workerLostTimeout (15 min)
+    multikueue_dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    multikueue_origin: str = "multikueue"  # the origin label's value on this hub's copies
 
     @property
     def store_url(self) -> str:
@@ -103,6 +110,7 @@ class Server:
     app: FastAPI
     admin_token_path: Path
     lock: DataDirLock | None = None
+    multikueue: MultiKueueController | None = None  # its thread starts with the ticking
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _ticker: threading.Thread | None = field(default=None, init=False)
 
@@ -110,12 +118,16 @@ class Server:
         """Schedule every ``tick`` seconds on a thread; with a runtime, poll its pods between."""
         self._ticker = threading.Thread(target=self._tick_loop, name="gpuaas-tick", daemon=True)
         self._ticker.start()
+        if self.multikueue is not None:
+            self.multikueue.start(self.engine)
 
     def close(self) -> None:
         """Stop ticking, stop every pod (graceful server stop), then telemetry, engine, store."""
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
+        if self.multikueue is not None:
+            self.multikueue.close()
         if self.bridge is not None:
             self.bridge.shutdown()
         self.telemetry.close()
@@ -212,6 +224,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
             gpus=node.gpus,
             interval_seconds=options.telemetry_interval,
             owners=bridge.gpu_owners if bridge is not None else None,  # under the bridge's lock
+            pod_cpu=bridge.pod_cpu if bridge is not None else None,  # GPU load without NVML
             simulated_gpus=node.gpu_source == "fake" or node.gpu_source.startswith("none:"),
         )
     except (StoreError, UsageStoreError) as exc:
@@ -234,7 +247,19 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
         watch_history=options.watch_history,
     )
     say(f"admin token: {token_path}")
-    return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock)
+    # 5. MultiKueue's admission check controller (its remote I/O runs on its own thread).
+    multikueue = MultiKueueController(
+        MultiKueueOptions(
+            namespace=options.multikueue_namespace,
+            worker_lost_timeout=options.worker_lost_timeout,
+            dispatcher=options.multikueue_dispatcher,
+            origin=options.multikueue_origin,
+        )
+    )
+    engine.add_observer(CheckDispatcher({MULTIKUEUE: multikueue}))
+    return Server(
+        options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock, multikueue
+    )
 
 
 def read_kueue_config(path: Path | None) -> SchedulerConfig:

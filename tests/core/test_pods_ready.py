@@ -186,7 +186,7 @@ def test_deactivated_once_count_plus_one_exceeds_the_limit(
     c.confirm_stopped(KEY, now)
     (deact,) = [d for d in c.schedule(now) if isinstance(d, Deactivate)]
     assert deact.after_eviction and wl.phase == Phase.INACTIVE
-    assert wl.requeue_state_count is None  # Kueue clears requeueState
+    assert wl.requeue_state_count == 0  # Kueue clears requeueState
 
 
 def test_creation_timestamp_keeps_queue_order() -> None:

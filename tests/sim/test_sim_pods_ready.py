@@ -22,9 +22,9 @@ CONFIG = {
 }
 
 
-def _states(steps: list[dict[str, Any]]) -> list[tuple[float, str, int | None]]:
+def _states(steps: list[dict[str, Any]]) -> list[tuple[float, str, int]]:
     """(at, phase of default/a, its requeueState.count) after each step."""
-    seen: list[tuple[float, str, int | None]] = []
+    seen: list[tuple[float, str, int]] = []
 
     def on_step(step: Step, cluster: Cluster) -> None:
         wl = cluster.workloads["default/a"]
@@ -46,11 +46,11 @@ def test_not_ready_times_out_is_requeued_then_deactivated_past_the_limit() -> No
         ]
     )
     assert seen == [
-        (0, "Admitted", None),
-        (9, "Admitted", None),
+        (0, "Admitted", 0),
+        (9, "Admitted", 0),
         (10, "Pending", 1),
         (15, "Admitted", 1),
-        (25, "Inactive", None),
+        (25, "Inactive", 0),
     ]
 
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpuaas.vocab.corev1 import data_count
 from gpuaas.vocab.crds import PrinterColumn, resource
 from gpuaas.vocab.kinds import Kind
 
@@ -190,6 +191,24 @@ def _namespace_printer() -> Printer:
     return defs, cells
 
 
+def _data_printer(kind: str) -> Printer:
+    """kube-apiserver's Secret (NAME TYPE DATA AGE) and ConfigMap (NAME DATA AGE) printers: a
+    count of keys, never a value."""
+    secret = kind == "Secret"
+    defs = [_NAME]
+    if secret:
+        defs.append(_col("Type"))
+    defs += [_col("Data", "integer"), _col("Age")]
+
+    def cells(doc: JsonDoc, now: float) -> list[Any]:
+        row: list[Any] = [doc["metadata"]["name"]]
+        if secret:
+            row.append(str(doc.get("type") or "Opaque"))
+        return [*row, data_count(doc), age(doc["metadata"].get("creationTimestamp"), now)]
+
+    return defs, cells
+
+
 def _has_condition(doc: JsonDoc, type_: str) -> bool:
     conds = (doc.get("status") or {}).get("conditions") or []
     return any(c.get("type") == type_ and c.get("status") == "True" for c in conds)
@@ -286,6 +305,8 @@ def printer(kind: Kind | None, version: str) -> Printer:
         return _namespace_printer()
     if kind.kind == "Job":
         return _job_printer()
+    if kind.kind in ("Secret", "ConfigMap"):
+        return _data_printer(kind.kind)
     return _crd_printer(kind, version)
 
 

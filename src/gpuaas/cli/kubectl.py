@@ -322,6 +322,10 @@ def explain(
             for c in info["admissionChecks"]
         ]
         lines.append(f"Checks:         {', '.join(checks)}")
+    if info.get("clusterName"):
+        lines.append(f"Runs on:        worker cluster {info['clusterName']} (MultiKueue)")
+    elif info.get("nominatedClusterNames"):
+        lines.append(f"Nominated:      {', '.join(info['nominatedClusterNames'])} (MultiKueue)")
     if info.get("quota"):
         head = ["FLAVOR", "RESOURCE", "REQUESTED", "NOMINAL", "USED", "FREE"]
         body = [

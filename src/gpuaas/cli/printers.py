@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuaas.vocab import corev1
 from gpuaas.vocab.kinds import Kind
 from gpuaas.vocab.ray_status import dashboard_address
 from gpuaas.vocab.render import parse_rfc3339
@@ -154,6 +155,13 @@ def describe(doc: JsonDoc, events: list[JsonDoc], now: float | None = None) -> s
     ]
     for ref in meta.get("ownerReferences") or []:
         lines.append(f"Owned by:     {ref.get('kind')} {ref.get('name')}")
+    if doc.get("kind") == "Secret":  # sizes only, as kubectl describe: never a value
+        lines.append(f"Type:         {doc.get('type', 'Opaque')}")
+        lines.append("Data:")
+        lines += [f"  {k}: {v}" for k, v in (corev1.redacted(doc).get("data") or {}).items()]
+    elif doc.get("kind") == "ConfigMap":
+        lines.append("Data:")
+        lines += [f"  {k}: {_short(v)}" for k, v in (doc.get("data") or {}).items()]
     spec = doc.get("spec")
     if isinstance(spec, dict):
         lines.append("Spec:")

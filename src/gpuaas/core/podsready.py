@@ -183,11 +183,11 @@ class PodsReadyGate:
     # --- internals -----------------------------------------------------------------------------
     def _time_out(self, wl: WorkloadState, cfg: WaitForPodsReady, now: float) -> None:
         strategy = cfg.requeuing_strategy
-        count = wl.requeue_state_count or 0
+        count = wl.requeue_state_count
         limit = strategy.backoff_limit_count
         if limit is not None and count + 1 > limit:
             wl.deactivated_by_check = True  # Kueue sets spec.active=false (DeactivationTarget)
-            wl.requeue_state_count, wl.requeue_at = None, None  # Kueue clears requeueState
+            wl.requeue_state_count, wl.requeue_at = 0, None  # Kueue clears requeueState
             self.c.life.evict(wl, DEACTIVATED_BY_REQUEUING_LIMIT, LIMIT_MESSAGE, now)
             return
         count += 1

@@ -37,6 +37,7 @@ from gpuaas.runtimes import (
     AlreadyRunning,
     EventKind,
     NotEnoughGpus,
+    PodCpu,
     PodSpec,
     PodSpecError,
     Runtime,
@@ -49,6 +50,7 @@ from gpuaas.runtimes import (
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.vocab.kinds import WORKLOAD
+from gpuaas.vocab.multikueue import runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -143,6 +145,11 @@ class RuntimeBridge:
         """GPU index -> (workload key, pod) for every GPU a pod holds now (telemetry's pinning)."""
         with self._lock:
             return self.runtime.gpu_owners()
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """(workload key, pod) -> CPU time of the pod's processes (telemetry without NVML)."""
+        with self._lock:
+            return self.runtime.pod_cpu()
 
     def nodes(self) -> list[dict[str, Any]]:
         """The nodes pods run on, each with its labels, taints, GPUs and who holds them: the
@@ -251,7 +258,7 @@ class RuntimeBridge:
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)
-        if manifest is None:
+        if manifest is None or not runs_pods_here(manifest):
             return False
         try:
             self._plan(st, manifest)
@@ -272,6 +279,10 @@ class RuntimeBridge:
         if manifest is None:
             self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
             return True
+        if not runs_pods_here(manifest):
+            # A MultiKueue manager's Job runs on a worker; a worker's copy of a Workload waits
+            # for the Job its manager creates next (tried again at each poll).
+            return manifest.get("kind") != WORKLOAD.kind
         try:
             plan = self._plan(st, manifest)
         except PodSpecError as exc:

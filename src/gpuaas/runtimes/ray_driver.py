@@ -36,6 +36,7 @@ from typing import Any
 from gpuaas.core.objects import Taint
 from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
+    PodCpu,
     PodSpec,
     RuntimeEvent,
     RuntimeRequestError,
@@ -161,6 +162,10 @@ class RayDriver:
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         """Empty: GPU indices are per Ray node here; ``nodes()`` says who holds which GPU."""
+        return {}
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """Empty, as ``RayRuntime.pod_cpu``: no Ray pod's CPU time is read yet."""
         return {}
 
     def describe(self) -> str:

@@ -74,25 +74,35 @@ class Resource:
         if crd is not None:
             return dict(crd["schema"]["openAPIV3Schema"])
         loose: JsonDoc = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        properties: JsonDoc = {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+        }
+        strings = {"type": "object", "additionalProperties": {"type": "string"}}
+        if self.kind.kind == "Secret":  # top-level fields, as core/v1 declares them
+            properties |= {"data": strings, "stringData": strings, "type": {"type": "string"},
+                           "immutable": {"type": "boolean"}}  # fmt: skip
+        elif self.kind.kind == "ConfigMap":
+            properties |= {"data": strings, "binaryData": strings,
+                           "immutable": {"type": "boolean"}}  # fmt: skip
+        else:
+            properties |= {"spec": loose, "status": loose}
         return {
             "type": "object",
             "description": f"{self.kind.kind} ({self.kind.group or 'core'}), as gpuaas stores it.",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": {"type": "object"},
-                "spec": loose,
-                "status": loose,
-            },
+            "properties": properties,
         }
 
 
 _AGE = (PrinterColumn("Age", "date", ".metadata.creationTimestamp"),)
 
 # Kinds with no vendored CRD: (singular, short names, categories, has status), as
-# kube-apiserver (Namespace, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
+# kube-apiserver (Namespace, Secret, ConfigMap, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
 _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
     "Namespace": ("namespace", ("ns",), (), True),
+    "Secret": ("secret", (), (), False),
+    "ConfigMap": ("configmap", ("cm",), (), False),
     "Job": ("job", (), ("all",), True),
     "RayCluster": ("raycluster", (), ("all",), True),
     "RayJob": ("rayjob", (), ("all",), True),
