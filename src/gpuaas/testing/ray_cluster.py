@@ -38,10 +38,6 @@ HEALTH_ENV = {
     # a node's start waits up to 3 min (not 1) for its raylet to register: on a busy 2-core
     # machine the head's Python helpers alone take that long
     "RAY_raylet_start_wait_time_s": "180",
-    # and a raylet waits up to 3 min (not 15 s) for its dashboard agent's port file before it
-    # gives up and dies ("Timed out waiting for file .../metrics_agent_port_..."): the agent is a
-    # Python process, slow to start when the machine is busy
-    "RAY_agent_register_timeout_ms": "180000",
 }
 
 
