@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import selectors, tables, validation, watch
+from gpuaas.api import list_pages, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.status import already_exists, not_found
@@ -128,12 +128,14 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
                 history=request.app.state.watch_history,
             )
             return StreamingResponse(gen, media_type="application/json")
-        docs, rv = await run_in_threadpool(
-            engine.list_objects, kind, None if allowed is None else set(allowed)
-        )
-        docs = [d for d in docs if keep(d)]
-        items, nxt, remaining = selectors.page(
-            docs, _int_param(request, "limit"), q.get("continue"), rv
+
+        def read() -> tuple[list[JsonDoc], int]:
+            docs, rv = engine.list_objects(kind, None if allowed is None else set(allowed))
+            return [d for d in docs if keep(d)], rv
+
+        pages: list_pages.Pages = request.app.state.list_pages
+        items, rv, nxt, remaining = await run_in_threadpool(
+            pages.page, read, _int_param(request, "limit"), q.get("continue")
         )
         meta: JsonDoc = {"resourceVersion": str(rv)}
         if nxt is not None:
@@ -319,6 +321,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
 
 
 def install(app: FastAPI) -> None:
+    app.state.list_pages = list_pages.Pages()
     router = APIRouter()
     for kind in KINDS:
         versions = kind.versions + (("v1alpha1",) if kind.kind == "Cohort" else ())

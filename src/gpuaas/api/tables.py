@@ -2,7 +2,7 @@
 
 Kueue's kinds print the columns their CRDs declare (``additionalPrinterColumns`` through
 ``vocab.crds``; the Name column first, ``date`` cells as ages), exactly as the apiextensions
-server's table convertor does. Namespace, Job and Event print what kube-apiserver's own printers
+server's table convertor does. Namespace, Job, Event, Pod and Node print what kube-apiserver's own printers
 give (``pkg/printers/internalversion``). Rows carry the object's metadata
 (``includeObject=Metadata``, the default), the whole object (``Object``, which kubectl asks for
 with ``--sort-by``) or nothing (``None``). Pure functions over documents: no engine, no I/O.
@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpuaas.api.kube_printers import node_printer, pod_printer
 from gpuaas.vocab.crds import PrinterColumn, resource
 from gpuaas.vocab.kinds import Kind
 
@@ -286,6 +287,10 @@ def printer(kind: Kind | None, version: str) -> Printer:
         return _namespace_printer()
     if kind.kind == "Job":
         return _job_printer()
+    if kind.kind == "Pod":
+        return pod_printer(age)
+    if kind.kind == "Node":
+        return node_printer(age)
     return _crd_printer(kind, version)
 
 

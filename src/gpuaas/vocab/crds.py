@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpuaas.vocab.kinds import KINDS, KUEUE_GROUP, Kind
+from gpuaas.vocab.kinds import KINDS, KUEUE_GROUP, RUNTIME_KINDS, Kind
 
 JsonDoc = dict[str, Any]
 
@@ -97,12 +97,22 @@ _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
     "RayCluster": ("raycluster", (), ("all",), True),
     "RayJob": ("rayjob", (), ("all",), True),
     "GpuaasConfiguration": ("gpuaasconfiguration", (), (), False),
+    "Pod": ("pod", ("po",), ("all",), True),
+    "Node": ("node", ("no",), (), True),
 }
+
+
+# Short names served beside the CRD's. Kueue's Workload CRD named itself ``wl`` until Kueue 0.16,
+# which kept only ``kwl``/``kueueworkload`` so as not to shadow Kubernetes' in-tree Workload
+# (``scheduling.k8s.io``, 1.35 alpha: kubernetes-sigs/kueue#8113, #8472). gpuaas speaks
+# Kubernetes 1.32 and serves no in-tree Workload, so ``wl`` is unambiguous here and still in every
+# Kueue user's fingers (``kubectl get wl -A``): it is served after the CRD's own.
+EXTRA_SHORT_NAMES: dict[str, tuple[str, ...]] = {"Workload": ("wl",)}
 
 
 @functools.cache
 def _crd(kind: str) -> JsonDoc | None:
-    k = next(k for k in KINDS if k.kind == kind)
+    k = next(k for k in KINDS + RUNTIME_KINDS if k.kind == kind)
     if k.group != KUEUE_GROUP:
         return None
     path = resources.files("gpuaas.vocab").joinpath(f"kueue_crds/{k.group}_{k.plural}.yaml")
@@ -133,7 +143,7 @@ def resource(kind: Kind) -> Resource:
     return Resource(
         kind,
         names.get("singular", kind.kind.lower()),
-        tuple(names.get("shortNames") or ()),
+        tuple(names.get("shortNames") or ()) + EXTRA_SHORT_NAMES.get(kind.kind, ()),
         tuple(names.get("categories") or ()),
         status,
     )
