@@ -57,6 +57,13 @@ def _os_image() -> str:
     return ""
 
 
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
 def node_doc(item: JsonDoc, *, first_seen: float, local: bool) -> JsonDoc:
     """One ``v1 Node`` from an entry of ``RuntimeBridge.nodes()``."""
     cap = item.get("capacity") or {}
@@ -82,14 +89,20 @@ def node_doc(item: JsonDoc, *, first_seen: float, local: bool) -> JsonDoc:
         else "The Ray cluster reports this node dead.",
     }
     gpu_version = version_info()["gitVersion"]
+    # Every field of NodeSystemInfo is required by clients (the Python client refuses a Node
+    # without them): what is not known of a node is an empty string.
     info = {
         "kubeletVersion": gpu_version,
+        "kubeProxyVersion": "",
         "containerRuntimeVersion": "ray://" if ray else "gpuaas-local://",
         "operatingSystem": "linux",
-        "architecture": platform.machine(),
+        "architecture": platform.machine() if local else "",
+        "osImage": _os_image() if local else "",
+        "kernelVersion": platform.release() if local else "",
+        "machineID": _read("/etc/machine-id") if local else "",
+        "bootID": _read("/proc/sys/kernel/random/boot_id") if local else "",
+        "systemUUID": "",
     }
-    if local:
-        info.update({"osImage": _os_image(), "kernelVersion": platform.release()})
     spec: JsonDoc = {}
     if item.get("taints"):
         spec["taints"] = [dict(t) for t in item["taints"] if isinstance(t, dict)]
