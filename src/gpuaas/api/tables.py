@@ -19,6 +19,7 @@ from typing import Any
 from gpuaas.api.kube_printers import node_printer, pod_printer
 from gpuaas.vocab.crds import PrinterColumn, resource
 from gpuaas.vocab.kinds import Kind
+from gpuaas.vocab.ray_status import dashboard_address
 
 JsonDoc = dict[str, Any]
 
@@ -279,6 +280,18 @@ def _event_printer() -> Printer:
     return defs, cells
 
 
+def _ray_cluster_printer(kind: Kind, version: str) -> Printer:
+    """KubeRay's columns, then where the Ray dashboard answers (a gpuaas column: the cluster
+    runs on this server's runtime, so its dashboard's address is worth a glance)."""
+    defs, cells = _crd_printer(kind, version)
+    dashboard = _col("Dashboard", description="The Ray dashboard's address, once the head is up.")
+
+    def with_dashboard(doc: JsonDoc, now: float) -> list[Any]:
+        return [*cells(doc, now), dashboard_address(doc.get("status") or {})]
+
+    return [*defs, dashboard], with_dashboard
+
+
 def printer(kind: Kind | None, version: str) -> Printer:
     """Column definitions and a row function for ``kind`` (None: Event)."""
     if kind is None:
@@ -287,6 +300,8 @@ def printer(kind: Kind | None, version: str) -> Printer:
         return _namespace_printer()
     if kind.kind == "Job":
         return _job_printer()
+    if kind.kind == "RayCluster":
+        return _ray_cluster_printer(kind, version)
     if kind.kind == "Pod":
         return pod_printer(age)
     if kind.kind == "Node":

@@ -51,6 +51,8 @@ class Resource:
         kube-apiserver prints with its own printer (Namespace, Job: ``api.tables``)."""
         crd = _crd_version(self.kind, version)
         if crd is None:
+            if self.kind.kind in _HAND_COLUMNS:
+                return _HAND_COLUMNS[self.kind.kind]
             return _AGE if self.kind.group not in ("", "batch") else ()
         cols = crd.get("additionalPrinterColumns") or []
         if not cols:
@@ -88,6 +90,22 @@ class Resource:
 
 
 _AGE = (PrinterColumn("Age", "date", ".metadata.creationTimestamp"),)
+
+# KubeRay's RayCluster printer columns (its CRD's additionalPrinterColumns, ray.io/v1).
+_HAND_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
+    "RayCluster": (
+        PrinterColumn("desired workers", "integer", ".status.desiredWorkerReplicas"),
+        PrinterColumn("available workers", "integer", ".status.availableWorkerReplicas"),
+        PrinterColumn("cpus", "string", ".status.desiredCPU"),
+        PrinterColumn("memory", "string", ".status.desiredMemory"),
+        PrinterColumn("gpus", "string", ".status.desiredGPU"),
+        PrinterColumn("tpus", "string", ".status.desiredTPU", priority=1),
+        PrinterColumn("status", "string", ".status.state"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
+        PrinterColumn("head pod IP", "string", ".status.head.podIP", priority=1),
+        PrinterColumn("head service IP", "string", ".status.head.serviceIP", priority=1),
+    ),
+}
 
 # Kinds with no vendored CRD: (singular, short names, categories, has status), as
 # kube-apiserver (Namespace, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
