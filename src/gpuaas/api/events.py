@@ -19,12 +19,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api import selectors, tables
 from gpuaas.api.auth import authenticate, require_namespace
 from gpuaas.api.body import int_param
+from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.runtime_book import BOOKMARK_SECONDS
 from gpuaas.engine.engine import Engine
 from gpuaas.store import EventRecord
@@ -169,8 +170,8 @@ def install(app: FastAPI) -> None:
             table = tables.table(
                 None, "v1", docs, include=include, metadata={"resourceVersion": rv}
             )
-            return JSONResponse(table, media_type=tables.TABLE_MEDIA)
-        return JSONResponse(
+            return FastJSONResponse(table, media_type=tables.TABLE_MEDIA)
+        return FastJSONResponse(
             {
                 "apiVersion": "events.k8s.io/v1" if v1 else "v1",
                 "kind": "EventList",

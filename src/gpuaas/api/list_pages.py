@@ -63,28 +63,31 @@ class Pages:
         self, *, ttl: float = 300.0, keep: int = 64, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._ttl, self._keep, self._clock = ttl, keep, clock
-        self._lists: OrderedDict[str, tuple[float, int, Sequence[JsonDoc]]] = OrderedDict()
+        # list id -> (when kept, resourceVersion, documents, their (namespace, name) keys)
+        self._lists: OrderedDict[
+            str, tuple[float, int, Sequence[JsonDoc], list[tuple[str, str]]]
+        ] = OrderedDict()
         self._lock = threading.Lock()
 
     def _remember(self, rv: int, docs: Sequence[JsonDoc]) -> str:
         ident = secrets.token_hex(8)
         with self._lock:
             self._expire()
-            self._lists[ident] = (self._clock(), rv, docs)
+            self._lists[ident] = (self._clock(), rv, docs, [_key(d) for d in docs])
             while len(self._lists) > self._keep:
                 self._lists.popitem(last=False)
         return ident
 
     def _expire(self) -> None:
         now = self._clock()
-        for ident in [i for i, (at, _, _) in self._lists.items() if now - at > self._ttl]:
+        for ident in [i for i, (at, *_) in self._lists.items() if now - at > self._ttl]:
             del self._lists[ident]
 
-    def _recall(self, ident: str) -> tuple[int, Sequence[JsonDoc]] | None:
+    def _recall(self, ident: str) -> tuple[int, Sequence[JsonDoc], list[tuple[str, str]]] | None:
         with self._lock:
             self._expire()
             found = self._lists.get(ident)
-        return None if found is None else (found[1], found[2])
+        return None if found is None else found[1:]
 
     def page(
         self,
@@ -101,9 +104,9 @@ class Pages:
             found = self._recall(str(state.get("list", "")))
             if found is None:
                 raise KubeError(410, "Expired", EXPIRED)
-            rv, docs = found
+            rv, docs, keys = found
             after = tuple(str(x) for x in state["start"])
-            start = bisect.bisect_right([_key(d) for d in docs], after) if docs else 0
+            start = bisect.bisect_right(keys, after)
             ident = str(state["list"])
         else:
             docs, rv = read()

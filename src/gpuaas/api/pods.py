@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from gpuaas.api import list_pages, runtime_book, selectors, tables
 from gpuaas.api.auth import Principal, authenticate, authorize
 from gpuaas.api.body import int_param
+from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.logs_routes import log_response
 from gpuaas.api.pod_docs import pending_pods, pods_of_run
 from gpuaas.api.runtime_book import Book
@@ -101,8 +102,8 @@ def book_response(
         meta["remainingItemCount"] = remaining
     if as_table:
         table = tables.table(kind, "v1", items, include=include, metadata=meta)
-        return JSONResponse(table, media_type=tables.TABLE_MEDIA)
-    return JSONResponse({"apiVersion": "v1", "kind": f"{kind.kind}List", "metadata": meta,
+        return FastJSONResponse(table, media_type=tables.TABLE_MEDIA)
+    return FastJSONResponse({"apiVersion": "v1", "kind": f"{kind.kind}List", "metadata": meta,
                          "items": items})  # fmt: skip
 
 

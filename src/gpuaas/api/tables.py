@@ -11,6 +11,7 @@ with ``--sort-by``) or nothing (``None``). Pure functions over documents: no eng
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -46,17 +47,48 @@ _TOKEN = re.compile(
 )
 
 
-def jsonpath(doc: Any, path: str) -> list[Any]:
-    """Values at ``path`` (``.a.b``, ``.a[0]``, ``.a[*].b``, ``.a[?(@.type=='X')].b``)."""
-    values = [doc]
+Step = tuple[str | None, str | None, str | None, str | None]
+
+
+@functools.lru_cache(maxsize=1024)
+def _steps(path: str) -> tuple[Step, ...] | None:
+    """``path`` cut into its steps once (a printer column's path is read for every row)."""
+    steps: list[Step] = []
     pos = 0
     path = path.strip().removeprefix("{").removesuffix("}")
     while pos < len(path):
         m = _TOKEN.match(path, pos)
         if m is None:
-            return []
+            return None
         pos = m.end()
         field, index, fkey, fval = m.groups()
+        steps.append((field, index, fkey, fval))
+    return tuple(steps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_fields(path: str) -> tuple[str, ...] | None:
+    steps = _steps(path)
+    if steps is None or any(step[0] is None for step in steps):
+        return None
+    return tuple(str(step[0]) for step in steps)
+
+
+def jsonpath(doc: Any, path: str) -> list[Any]:
+    """Values at ``path`` (``.a.b``, ``.a[0]``, ``.a[*].b``, ``.a[?(@.type=='X')].b``)."""
+    steps = _steps(path)
+    if steps is None:
+        return []
+    plain = _plain_fields(path)
+    if plain is not None:  # .a.b.c, most columns: dict lookups only
+        value = doc
+        for name in plain:
+            if not isinstance(value, dict) or name not in value:
+                return []
+            value = value[name]
+        return [value]
+    values = [doc]
+    for field, index, fkey, fval in steps:
         nxt: list[Any] = []
         for v in values:
             if field is not None and isinstance(v, dict) and field in v:
@@ -292,6 +324,7 @@ def _ray_cluster_printer(kind: Kind, version: str) -> Printer:
     return [*defs, dashboard], with_dashboard
 
 
+@functools.lru_cache(maxsize=256)
 def printer(kind: Kind | None, version: str) -> Printer:
     """Column definitions and a row function for ``kind`` (None: Event)."""
     if kind is None:
