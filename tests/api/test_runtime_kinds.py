@@ -86,8 +86,9 @@ def test_a_pod_is_its_jobs() -> None:
 
 def test_a_pod_waiting_for_gpus_is_pending_and_unscheduled() -> None:
     spec = PodSpec("train-0", ("sleep", "9"), gpus=2)
-    doc = pending_pods("team-a/train", [spec], JOB)["team-a/train-0"]
+    doc = pending_pods("team-a/train", [spec], JOB, admitted=1e9)["team-a/train-0"]
     assert doc["status"]["phase"] == "Pending" and "nodeName" not in doc["spec"]
+    assert doc["metadata"]["creationTimestamp"] == "2001-09-09T01:46:40Z"
     reason, ready, _ = pod_status(doc)
     assert (reason, ready) == ("Pending", 0)
 

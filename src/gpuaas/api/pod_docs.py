@@ -221,12 +221,18 @@ def pods_of_run(
     return out
 
 
-def pending_pods(key: str, specs: list[PodSpec], manifest: Mapping[str, Any]) -> dict[str, JsonDoc]:
-    """``namespace/pod`` -> Pending Pod for each pod of an admitted workload not started yet."""
+def pending_pods(
+    key: str, specs: list[PodSpec], manifest: Mapping[str, Any], admitted: float | None = None
+) -> dict[str, JsonDoc]:
+    """``namespace/pod`` -> Pending Pod for each pod of an admitted workload not started yet
+    (created when it was admitted, as Kueue's unsuspended Job creates its pods)."""
     namespace, _, workload = key.partition("/")
-    return {
-        f"{namespace}/{s.name}": pod_doc(
+    out = {}
+    for s in specs:
+        doc = pod_doc(
             namespace, workload, manifest, None, name=s.name, pod_set=s.pod_set, node="", spec=s
         )
-        for s in specs
-    }
+        if admitted is not None:
+            doc["metadata"]["creationTimestamp"] = rfc3339(admitted)
+        out[f"{namespace}/{s.name}"] = doc
+    return out

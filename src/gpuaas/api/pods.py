@@ -48,9 +48,9 @@ def read_pods(engine: Engine, bridge: RuntimeBridge | None) -> dict[str, JsonDoc
     for key, run in runs.items():
         manifest = engine.source_manifest(key) or {}
         out.update(pods_of_run(run, manifest, here, ips))
-    for key, specs in pending.items():
+    for key, (admitted, specs) in pending.items():
         if key not in runs:
-            out.update(pending_pods(key, specs, engine.source_manifest(key) or {}))
+            out.update(pending_pods(key, specs, engine.source_manifest(key) or {}, admitted))
     return out
 
 
