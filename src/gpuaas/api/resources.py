@@ -126,6 +126,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
                 bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
                 api_version=api_version,
                 history=request.app.state.watch_history,
+                encoding_key=(api_version, kind.kind, as_table, include),
             )
             return StreamingResponse(gen, media_type="application/json")
         docs, rv = await run_in_threadpool(

@@ -4,7 +4,13 @@ One ``Engine`` owns one core Cluster behind a lock. Every change follows the sam
 the request against what is stored, (2) apply it to the Cluster, (3) ``schedule(now)`` with the
 wall clock, (4) turn the new object, the changed workload statuses and the events into one batch of
 writes, (5) hand the batch to the group committer and, outside the lock, wait until it is durable.
-Watchers are told only after the commit. All admission and preemption rules stay in the core; this
+Watchers are told only after the commit.
+
+With the scheduler thread started (``start_scheduler``, as the server does), a Workload create (or
+a Job's) does only (1) and (5) for its own document: it is acknowledged once stored, and steps
+(2)-(4) run later for every arrival in order, each at the instant it arrived, on the scheduler
+thread or on whichever caller takes the lock first (``engine.settling``). The decisions are the
+ones a synchronous create would have made; their statuses are persisted in one batch per catch-up. All admission and preemption rules stay in the core; this
 module never decides who is admitted. On start (and after a failed commit) the Cluster is rebuilt
 from the store: objects in creation order, admitted workloads restored on the same flavors.
 """
@@ -31,7 +37,8 @@ from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
-from gpuaas.engine.watch import WatchHub
+from gpuaas.engine.settling import SettlingLock
+from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
 from gpuaas.store import (
     AppendChange,
     AppendEvent,
@@ -104,7 +111,12 @@ class Engine(ReadModel):
         self.commit_timeout = commit_timeout
         self.committer = GroupCommitter(store)
         self.hub = WatchHub()
-        self._lock = threading.RLock()
+        self._lock = SettlingLock(self._catch_up, self._has_arrivals)
+        # Creates stored and acknowledged, not yet applied to the Cluster: (object, instant).
+        self._arrivals: list[tuple[Workload, float]] = []
+        self._scheduler: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
@@ -126,6 +138,7 @@ class Engine(ReadModel):
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
         self._loads += 1
+        self._arrivals = []  # stored ones come back from the store below; the rest failed
         self._cluster = self._new_cluster()
         repaired = []
         for i, rec in enumerate(loaded.objects):
@@ -266,6 +279,12 @@ class Engine(ReadModel):
 
     # -- settle: schedule and persist the consequences ------------------------------------------
     def _settle(self, now: float, batch: _Batch) -> None:
+        events = self._decide(now)
+        self._collect_statuses(batch)
+        self._collect_events(events, batch)
+
+    def _decide(self, now: float) -> list[Event]:
+        """Schedule at ``now`` and let the observers act, until quiet; the events, in order."""
         # Every decision and event since the last settle, those of apply/delete included; both
         # are drained so that they do not grow for the life of the server.
         decisions = self._cluster.schedule(now)
@@ -281,8 +300,64 @@ class Engine(ReadModel):
             # show them what that caused (an admission after a stop), so they can act on it too.
             decisions = self._cluster.schedule(now)
             events += self._take_events()
+        return events
+
+    # -- arrivals: creates acknowledged before they are scheduled -------------------------------
+    def _has_arrivals(self) -> bool:
+        return bool(self._arrivals)
+
+    def _catch_up(self) -> None:
+        """Under the lock: apply and schedule every arrival, in order, each at its own instant
+        (as a synchronous create would have), then persist the statuses and events of all of
+        them as one batch. Its commit is not waited for: nobody is waiting on these writes."""
+        batch = _Batch()
+        events: list[Event] = []
+        while self._arrivals:
+            arrivals, self._arrivals = self._arrivals, []
+            for obj, now in arrivals:
+                try:
+                    self._cluster.apply(obj, now)
+                except (ValueError, KeyError, TypeError) as exc:
+                    # Stored, but the core refused it: reported as a restart reports it.
+                    msg = f"not scheduled: Workload {documents.obj_name(obj)}: {exc}"
+                    log.error("%s", msg)
+                    self.restore_problems.append(msg)
+                    continue
+                events += self._decide(now)
         self._collect_statuses(batch)
         self._collect_events(events, batch)
+        if batch.writes:
+            self._commit(batch)
+
+    def start_scheduler(self) -> None:
+        """From now on Workload creates are acknowledged once stored and scheduled by a thread
+        of their own, in batches (the server's mode; without it every create settles itself)."""
+        with self._lock:
+            if self._scheduler is not None:
+                return
+            self._stopping = False
+            self._scheduler = threading.Thread(
+                target=self._schedule_loop, name="gpuaas-scheduler", daemon=True
+            )
+            self._scheduler.start()
+
+    def _schedule_loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                with self._lock:  # taking it settles what arrived (engine.settling)
+                    pass
+            except Exception:  # the next request or tick retries after a reload
+                log.exception("scheduling what arrived failed")
+
+    def settle(self) -> None:
+        """Decide everything acknowledged so far (a read does the same): for callers that want
+        the admission of what they created before they go on, without reading anything."""
+        with self._lock:
+            pass
 
     def _take_events(self) -> list[Event]:
         """The core's and the adapters' (``record_event``) events since the last call, in order."""
@@ -391,7 +466,10 @@ class Engine(ReadModel):
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
-        with self._lock:
+        # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
+        # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
+        deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
+        with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
             doc = documents.checked(kind, namespace, None, doc)
             name = doc["metadata"]["name"]
@@ -423,11 +501,20 @@ class Engine(ReadModel):
             self._put(batch, rec, "ADDED")
             if kind.job and isinstance(obj, Workload):
                 self._put_derived(batch, obj, doc, now, created=True)
-            self._apply(obj, now)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            if deferred and isinstance(obj, Workload):
+                self._arrivals.append((obj, now))
+                fut = self._commit(batch)
+                self._wake.set()
+                shown = self._shown(kind, rec)
+            else:
+                self._apply(obj, now)
+                self._settle(now, batch)
+                fut = self._commit(batch)
+                shown = None
             out_key = key
         self._wait(fut)
+        if shown is not None:  # what was stored: its admission is decided after the reply
+            return shown
         with self._lock:
             current = self.objects.get(out_key)
             return self._shown(kind, current) if current is not None else doc
@@ -608,8 +695,41 @@ class Engine(ReadModel):
         with self._lock:
             return self.hub.subscribe(deliver, match)
 
+    def snapshot_for_encoded_watch(
+        self,
+        kind: Kind,
+        match: Callable[[Change], bool],
+        encoding: Encoding,
+        deliver_lines: Callable[[Lines], None],
+    ) -> tuple[list[Change], int, Subscription]:
+        """``snapshot_for_watch`` for a stream whose changes are encoded once per encoding
+        for every watcher that shares it (``WatchHub.subscribe_encoded``)."""
+        with self._lock:
+            sub = self.hub.subscribe_encoded(match, encoding, deliver_lines)
+            current = [
+                Change(r.rv, "ADDED", r.key, self._shown(kind, r))
+                for r in sorted(self.objects.values(), key=lambda r: r.rv)
+                if r.key.gk == kind.gk
+            ]
+            return [c for c in current if match(c)], self.rv, sub
+
+    def subscribe_encoded(
+        self,
+        match: Callable[[Change], bool],
+        encoding: Encoding,
+        deliver_lines: Callable[[Lines], None],
+    ) -> Subscription:
+        with self._lock:
+            return self.hub.subscribe_encoded(match, encoding, deliver_lines)
+
     def close(self) -> None:
+        if self._scheduler is not None:
+            self._stopping = True
+            self._wake.set()
+            self._scheduler.join(timeout=30)
+            self._scheduler = None
         self.committer.close()
+        self.hub.close()
 
 
 def _stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:

@@ -14,7 +14,6 @@ readable.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, queries, views
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.explain import explain_workload
+from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.views import ClusterView, WorkloadView
 from gpuaas.store import EventRecord, JsonDoc, ObjectKey, ObjectRecord, Store
 from gpuaas.vocab import ray_status
@@ -49,7 +49,7 @@ class ReadModel:
     rv: int
     store: Store
     job_status: Callable[[str], JsonDoc] | None
-    _lock: threading.RLock
+    _lock: SettlingLock
     _loads: int
     _audit: list[Event]
 

@@ -70,6 +70,7 @@ from gpuaas.telemetry import (
     usage_report,
 )
 from gpuaas.telemetry.usage_store import open_usage_store
+from gpuaas.telemetry.usage_writer import WriteBehindUsageStore
 from gpuaas.vocab.kinds import CONFIGURATION
 
 if TYPE_CHECKING:
@@ -438,7 +439,8 @@ def install(
     bridge = TelemetryBridge(
         gpus=gpus,
         interval_seconds=interval_seconds,
-        usage_store=open_usage_store(usage_db),
+        # written behind: an admission never waits on the usage database under the engine lock
+        usage_store=WriteBehindUsageStore(open_usage_store(usage_db)),
         owners=owners,
         simulated_gpus=simulated_gpus,
     )
