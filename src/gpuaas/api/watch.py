@@ -60,7 +60,7 @@ def too_large(resource_version: int, current: int) -> bytes:
     )
 
 
-class _Pending:
+class StreamQueue:
     """One stream's bounded queue of encoded changes, filled on its event loop."""
 
     def __init__(self) -> None:
@@ -88,9 +88,9 @@ class _Inbox:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._lock = threading.Lock()
-        self._items: list[tuple[_Pending, Lines]] = []
+        self._items: list[tuple[StreamQueue, Lines]] = []
 
-    def post(self, pending: _Pending, lines: Lines) -> None:
+    def post(self, pending: StreamQueue, lines: Lines) -> None:
         with self._lock:
             self._items.append((pending, lines))
             if len(self._items) > 1:
@@ -140,7 +140,7 @@ async def stream(
             return
     inbox = _inbox(asyncio.get_running_loop())
     loop = inbox.loop
-    pending = _Pending()
+    pending = StreamQueue()
     encoding = Encoding(
         encoding_key if encoding_key is not None else object(), lambda c: _line(c, shape)
     )

@@ -37,6 +37,7 @@ from gpuaas.engine.telemetry_view import (
     DerivedPinning,
     Owners,
     cluster_queue_rows,
+    gpu_pods,
     holders,
     local_queue_rows,
 )
@@ -134,6 +135,9 @@ class TelemetryBridge:
             i.workload_key: i.start for i in self.ledger.intervals() if i.end is None
         }
         self._queued_since: dict[str, float] = {}  # key -> its last Requeue
+        # Workloads holding quota that includes GPUs: all that derived pinning has to look at,
+        # kept from Reserve and Release so that a sample never scans every admitted workload.
+        self._gpu_holders: set[str] = set()
         self._bad_profiles: set[str] = set()
         self._engine: Engine | None = None
         self._epoch = 0  # the engine's epoch the ledger was last fully synced with
@@ -240,6 +244,7 @@ class TelemetryBridge:
         """Counters and the ledger, by decision type."""
         match d:
             case Release() | Delete():
+                self._gpu_holders.discard(d.workload)
                 if d.workload in self._open:
                     self.ledger.release(d.workload, d.time)
                     del self._open[d.workload]
@@ -283,6 +288,8 @@ class TelemetryBridge:
         """Open ``w``'s usage interval, from its reservation (kept across restarts)."""
         if not w.holds_quota or w.admission is None:
             return
+        if gpu_pods(w):
+            self._gpu_holders.add(w.key)
         start = w.admitted_at if w.admitted_at is not None else now
         interval = self.ledger.reserve(
             w.key,
@@ -299,6 +306,7 @@ class TelemetryBridge:
         (a restored admission comes with no decision) and after the engine rebuilt its state."""
         self._epoch = engine.epoch
         holding = {w.key: w for w in engine.workloads(phases=HOLDING) if w.holds_quota}
+        self._gpu_holders = {key for key, w in holding.items() if gpu_pods(w)}
         for key, start in list(self._open.items()):
             w = holding.get(key)
             if w is None or w.admitted_at != start:
@@ -316,7 +324,8 @@ class TelemetryBridge:
         if self._owners is not None:
             owners: Owners = self._owners()
         else:
-            owners = self._derived.owners(engine.workloads(phases=HOLDING))
+            held = engine.workloads(keys=self._gpu_holders, phases=HOLDING)
+            owners = self._derived.owners(held)
         keys = {key for key, _ in owners.values()}
         live = {w.key: w for w in engine.workloads(keys=keys)} if keys else {}
         return live, holders(live, owners)
@@ -386,7 +395,9 @@ class TelemetryBridge:
             with self._lock:
                 latest = list(self.latest)
         else:
-            holding = engine.workloads(phases=HOLDING)
+            with self._lock:
+                gpu_holders = set(self._gpu_holders)
+            holding = engine.workloads(keys=gpu_holders, phases=HOLDING)
             with self._lock:
                 owners = self._derived.owners(holding)
                 latest = list(self.latest)
