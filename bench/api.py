@@ -321,13 +321,16 @@ class Bench:
 
 
 # -- watchers and dashboard streams in their own process ------------------------------------------
-async def _open_streams(port: int, token: str, watches: int, streams: int, ready: Any) -> None:
+async def _open_streams(
+    port: int, token: str, watches: int, streams: int, rv: str, ready: Any
+) -> None:
     paths = []
     for i in range(watches):
         accept = "application/json"
         if i % 4 == 3:  # a quarter ask for Tables, as kubectl get -w does
             accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
-        paths.append((f"{WORKLOADS}?watch=true", accept))
+        # from the list's resourceVersion, as an informer watches after listing
+        paths.append((f"{WORKLOADS}?watch=true&resourceVersion={rv}", accept))
     for _ in range(streams):
         paths.append((f"/apis/gpuaas.dev/v1alpha1/dashboard/stream?token={token}", "*/*"))
     received = [0]
@@ -354,8 +357,8 @@ async def _open_streams(port: int, token: str, watches: int, streams: int, ready
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _streams_proc(port: int, token: str, watches: int, streams: int, ready: Any) -> None:
-    asyncio.run(_open_streams(port, token, watches, streams, ready))
+def _streams_proc(port: int, token: str, watches: int, streams: int, rv: str, ready: Any) -> None:
+    asyncio.run(_open_streams(port, token, watches, streams, rv, ready))
 
 
 def main() -> None:
@@ -439,9 +442,11 @@ def main() -> None:
                     print(base.line(f"{label}: fresh server, no streams"))
                     ctx = multiprocessing.get_context("spawn")
                     ready = ctx.Event()
+                    listed = b.http.get(WORKLOADS, params={"limit": 1}).json()
+                    rv = listed["metadata"]["resourceVersion"]
                     sp = ctx.Process(
                         target=_streams_proc,
-                        args=(srv.port, b.token, args.watches, args.streams, ready),
+                        args=(srv.port, b.token, args.watches, args.streams, rv, ready),
                     )
                     sp.start()
                     ready.wait(120)

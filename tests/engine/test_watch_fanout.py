@@ -153,3 +153,27 @@ def test_many_watchers_are_handed_changes_in_bounded_batches(
     subscribers: int, interval: float
 ) -> None:
     assert interval_for(subscribers) == pytest.approx(interval)
+
+
+def test_watchers_with_one_filter_key_share_one_match_per_change() -> None:
+    hub = WatchHub()
+    matched: list[int] = []
+    lock = threading.Lock()
+
+    def match(c: Change) -> bool:
+        with lock:
+            matched.append(c.rv)
+        return c.key.namespace == "a"
+
+    enc = Encoding("json", lambda c: str(c.rv).encode())
+    cols = [Collector(2) for _ in range(20)]
+    for col in cols:
+        hub.subscribe_encoded(match, enc, col, filter_key=("tenant-a", ""))
+    hub.publish([change(1, "a"), change(2, "b"), change(3, "a")])
+    try:
+        for col in cols:
+            assert col.done.wait(30)
+            assert [rv for rv, _ in col.got] == [1, 3]
+        assert sorted(matched) == [1, 2, 3]
+    finally:
+        hub.close()

@@ -126,10 +126,13 @@ async def stream(
     api_version: str = "",
     history: int | None = None,
     encoding_key: Hashable | None = None,
+    filter_key: Hashable | None = None,
 ) -> AsyncIterator[bytes]:
     """``history``: how many changes back a resourceVersion may start (None: all of them).
     ``encoding_key``: equal for streams whose ``shape`` renders alike (API version, format), so
-    that each change is encoded once for all of them; None: this stream's own."""
+    that each change is encoded once for all of them; None: this stream's own. ``filter_key``:
+    equal for streams whose ``match`` is the same (tenant, namespaces, selectors), so that each
+    change is matched once for all of them; None: this stream's own."""
     if resource_version is not None and resource_version > engine.rv:
         yield too_large(resource_version, engine.rv)
         return
@@ -151,10 +154,10 @@ async def stream(
     sub: Any
     if resource_version is None:
         initial, last, sub = await run_in_threadpool(
-            engine.snapshot_for_encoded_watch, kind, match, encoding, deliver
+            engine.snapshot_for_encoded_watch, kind, match, encoding, deliver, filter_key
         )
     else:
-        sub = engine.subscribe_encoded(match, encoding, deliver)
+        sub = engine.subscribe_encoded(match, encoding, deliver, filter_key)
         initial, last = [], resource_version
         while True:
             batch = await run_in_threadpool(engine.store.changes_since, last, 5000)

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
@@ -701,11 +701,12 @@ class Engine(ReadModel):
         match: Callable[[Change], bool],
         encoding: Encoding,
         deliver_lines: Callable[[Lines], None],
+        filter_key: Hashable | None = None,
     ) -> tuple[list[Change], int, Subscription]:
         """``snapshot_for_watch`` for a stream whose changes are encoded once per encoding
         for every watcher that shares it (``WatchHub.subscribe_encoded``)."""
         with self._lock:
-            sub = self.hub.subscribe_encoded(match, encoding, deliver_lines)
+            sub = self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
             current = [
                 Change(r.rv, "ADDED", r.key, self._shown(kind, r))
                 for r in sorted(self.objects.values(), key=lambda r: r.rv)
@@ -718,9 +719,10 @@ class Engine(ReadModel):
         match: Callable[[Change], bool],
         encoding: Encoding,
         deliver_lines: Callable[[Lines], None],
+        filter_key: Hashable | None = None,
     ) -> Subscription:
         with self._lock:
-            return self.hub.subscribe_encoded(match, encoding, deliver_lines)
+            return self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
 
     def close(self) -> None:
         if self._scheduler is not None:

@@ -11,10 +11,12 @@ Two kinds of subscriber:
 
 - ``subscribe(deliver, match)``: ``deliver(change)`` for every matching change (a dashboard's
   "something changed" flag).
-- ``subscribe_encoded(match, encoding, deliver_lines)``: the change as the wire shows it. Each
-  change is encoded once per distinct ``Encoding.key`` (API version, format) for all the
+- ``subscribe_encoded(match, encoding, deliver_lines, filter_key)``: the change as the wire shows
+  it. Each change is encoded once per distinct ``Encoding.key`` (API version, format) for all the
   subscribers that share it, whatever their filters, and ``deliver_lines`` gets every matching
-  change of a hand-off with its bytes in one call.
+  change of a hand-off with its bytes in one call. Subscribers that also share a ``filter_key``
+  (the same tenant's namespaces and selectors: the same ``match``) share one match per change
+  and one list of lines, so a thousand identical watches cost one filter pass per change.
 
 A subscriber's hooks must not block (the API hands them to its event loop, where each stream has
 a bounded queue and a stream that falls behind ends); one that raises is dropped.
@@ -61,12 +63,14 @@ class Subscription:
         deliver: Callable[[Change], None] | None = None,
         encoding: Encoding | None = None,
         deliver_lines: Callable[[Lines], None] | None = None,
+        filter_key: Hashable | None = None,
     ) -> None:
         self._hub = hub
         self.match = match
         self.deliver = deliver
         self.encoding = encoding
         self.deliver_lines = deliver_lines
+        self.filter_key = filter_key
 
     def close(self) -> None:
         self._hub.unsubscribe(self)
@@ -92,8 +96,14 @@ class WatchHub:
         match: Callable[[Change], bool],
         encoding: Encoding,
         deliver_lines: Callable[[Lines], None],
+        filter_key: Hashable | None = None,
     ) -> Subscription:
-        return self._add(Subscription(self, match, encoding=encoding, deliver_lines=deliver_lines))
+        """``filter_key``: equal for subscribers whose ``match`` is the same function of a change
+        (None: this subscriber's own)."""
+        sub = Subscription(
+            self, match, encoding=encoding, deliver_lines=deliver_lines, filter_key=filter_key
+        )
+        return self._add(sub)
 
     def _add(self, sub: Subscription) -> Subscription:
         with self._lock:
@@ -165,6 +175,7 @@ class WatchHub:
         with self._lock:
             subs = list(self._subs)
         encoded: dict[tuple[Hashable, int], bytes] = {}
+        shared: dict[tuple[Hashable, Hashable], list[tuple[Change, bytes]]] = {}
         for sub in subs:
             try:
                 if sub.encoding is None:
@@ -173,8 +184,13 @@ class WatchHub:
                             if sub.match(change):
                                 sub.deliver(change)
                     continue
-                lines: list[tuple[Change, bytes]] = []
                 key = sub.encoding.key
+                group = None if sub.filter_key is None else (key, sub.filter_key)
+                if group is not None and group in shared:
+                    if shared[group] and sub.deliver_lines is not None:
+                        sub.deliver_lines(shared[group])
+                    continue
+                lines: list[tuple[Change, bytes]] = []
                 for i, change in enumerate(changes):
                     if not sub.match(change):
                         continue
@@ -182,6 +198,8 @@ class WatchHub:
                     if data is None:
                         data = encoded[(key, i)] = sub.encoding.encode(change)
                     lines.append((change, data))
+                if group is not None:
+                    shared[group] = lines
                 if lines and sub.deliver_lines is not None:
                     sub.deliver_lines(lines)
             except Exception:  # a broken watcher is dropped, the others carry on
