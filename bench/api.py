@@ -294,7 +294,10 @@ class Bench:
         else:  # a count, sized to last about ``duration`` at 300 creates/s per... client mix
             res = run_processes(self.srv.url, self.token, clients, int(duration * 400), self.pid)
         self.created += res.created
-        self.settled()
+        try:
+            self.settled()
+        except (RuntimeError, httpx.HTTPError) as exc:  # say so, and measure the rest
+            print(f"  (not settled: {exc})", flush=True)
         return res
 
     def settled(self, timeout: float = 300.0) -> None:
@@ -330,10 +333,14 @@ async def _open_streams(
         if i % 4 == 3:  # a quarter ask for Tables, as kubectl get -w does
             accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
         # from the list's resourceVersion, as an informer watches after listing
-        paths.append((f"{WORKLOADS}?watch=true&resourceVersion={rv}", accept))
+        # (bookmarks: the server answers at once, so the bench knows the watch is open)
+        paths.append(
+            (f"{WORKLOADS}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true", accept)
+        )
     for _ in range(streams):
         paths.append((f"/apis/gpuaas.dev/v1alpha1/dashboard/stream?token={token}", "*/*"))
     received = [0]
+    opened = [0]
 
     async def one(path: str, accept: str) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -342,10 +349,16 @@ async def _open_streams(
             f"Accept: {accept}\r\n\r\n".encode()
         )
         await writer.drain()
+        first = True
         while True:
             chunk = await reader.read(65536)
             if not chunk:
                 return
+            if first:
+                first = False
+                opened[0] += 1
+                if opened[0] == len(paths):
+                    ready.set()  # every stream is open and has had its first answer
             received[0] += len(chunk)
 
     tasks = []
@@ -353,7 +366,6 @@ async def _open_streams(
         tasks.append(asyncio.create_task(one(p, a)))
         if len(tasks) % 100 == 0:
             await asyncio.sleep(0.05)
-    ready.set()
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -449,8 +461,12 @@ def main() -> None:
                         args=(srv.port, b.token, args.watches, args.streams, rv, ready),
                     )
                     sp.start()
-                    ready.wait(120)
-                    time.sleep(3)  # let the server answer every stream's first page
+                    t0 = time.perf_counter()
+                    if not ready.wait(600):
+                        print("  (not every stream opened in 600 s)")
+                    print(f"  ({label}: {args.watches} watches and {args.streams} streams open "
+                          f"in {time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+                    time.sleep(1)
                     assert sp.pid is not None
                     c0 = proc_cpu(sp.pid)
                     r = b.load(32)

@@ -11,6 +11,8 @@ sees its admission.
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,14 @@ steps = st.lists(
 )
 
 
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _plain(value: Any) -> Any:
+    """Every uid (new for every create: a preemptor's uid in a message) as one placeholder."""
+    return UID.sub("<uid>", json.dumps(value, sort_keys=True))
+
+
 def _outcome(engine: Engine) -> tuple[Any, ...]:
     docs, _ = engine.list_objects(WL)
     statuses = tuple(
@@ -121,7 +131,7 @@ def _outcome(engine: Engine) -> tuple[Any, ...]:
         for d in docs
     )
     events = tuple((e.reason, e.object, e.message) for e in engine.events())
-    return statuses, events
+    return _plain(statuses), _plain(events)
 
 
 def _conditions(status: dict[str, Any]) -> tuple[Any, ...]:

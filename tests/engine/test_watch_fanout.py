@@ -147,7 +147,7 @@ def test_a_watcher_that_raises_is_dropped_and_the_rest_go_on() -> None:
 
 @pytest.mark.parametrize(
     ("subscribers", "interval"),
-    [(0, 0.0), (10, 0.001), (1000, 0.1), (100_000, 0.1)],
+    [(0, 0.0), (10, 0.005), (100, 0.05), (1000, 0.5), (100_000, 0.5)],
 )
 def test_many_watchers_are_handed_changes_in_bounded_batches(
     subscribers: int, interval: float

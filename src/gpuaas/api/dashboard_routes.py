@@ -37,6 +37,8 @@ from gpuaas.store import Change
 
 DASHBOARD = "/apis/gpuaas.dev/v1alpha1/dashboard"
 COALESCE_S = 0.1  # gather a burst of commits into one push; well inside the 1 s promise
+PER_STREAM_S = 0.002  # ... and longer while streams are many (300: 0.7 s), still inside it
+MAX_COALESCE_S = 0.9
 REFRESH_S = 5.0  # push anyway so sparklines and clocks move when nothing changes
 SAMPLE_EVERY_S = 3.0
 SAMPLE_MIN_GAP_S = 0.25
@@ -167,7 +169,7 @@ class _Feed:
                         self.fresh.notify_all()
                 try:
                     await asyncio.wait_for(self.changed.wait(), REFRESH_S)
-                    await asyncio.sleep(COALESCE_S)
+                    await asyncio.sleep(f.coalesce_s())
                 except TimeoutError:
                     pass
                 self.changed.clear()
@@ -200,6 +202,12 @@ class _Feeds:
     ) -> None:
         self.engine, self.history, self.node, self.telemetry = engine, history, node, telemetry
         self._feeds: dict[Principal, _Feed] = {}
+
+    def coalesce_s(self) -> float:
+        """How long a feed gathers changes before it rebuilds: every push is a send per stream
+        on the event loop, so many streams push less often."""
+        streams = sum(f.streams for f in self._feeds.values())
+        return min(MAX_COALESCE_S, COALESCE_S + PER_STREAM_S * streams)
 
     def join(self, principal: Principal) -> _Feed:
         feed = self._feeds.get(principal)
