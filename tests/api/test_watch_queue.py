@@ -21,8 +21,9 @@ def test_a_stream_within_its_bound_keeps_every_line_in_order() -> None:
         q.receive(lines(1, MAX_QUEUED // 2))
         q.receive(lines(1 + MAX_QUEUED // 2, MAX_QUEUED // 2))
         assert not q.dropped
-        assert [rv for rv, _ in q.lines] == list(range(1, 1 + 2 * (MAX_QUEUED // 2)))
         assert q.ready.is_set()
+        assert [rv for rv, _ in q.take()] == list(range(1, 1 + 2 * (MAX_QUEUED // 2)))
+        assert q.size == 0 and not list(q.take())
 
     asyncio.run(run())
 
@@ -33,8 +34,8 @@ def test_a_stream_past_its_bound_is_dropped_and_keeps_nothing() -> None:
         q.receive(lines(1, MAX_QUEUED))
         q.receive(lines(MAX_QUEUED + 1, 1))
         assert q.dropped
-        assert not q.lines
+        assert q.size == 0
         q.receive(lines(MAX_QUEUED + 2, 5))  # nothing more is kept for it
-        assert not q.lines
+        assert not list(q.take())
 
     asyncio.run(run())

@@ -22,7 +22,7 @@ import json
 import threading
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -61,24 +61,36 @@ def too_large(resource_version: int, current: int) -> bytes:
 
 
 class StreamQueue:
-    """One stream's bounded queue of encoded changes, filled on its event loop."""
+    """One stream's bounded queue of encoded changes, filled on its event loop. It keeps the
+    hand-offs' line lists themselves (shared by every stream of the same encoding and filter),
+    so a hand-off costs a stream O(1), not a copy of every line."""
 
     def __init__(self) -> None:
-        self.lines: deque[tuple[int, bytes]] = deque()
+        self.batches: deque[Lines] = deque()
+        self.size = 0  # lines waiting
         self.ready = asyncio.Event()
         self.dropped = False
 
     def receive(self, lines: Lines) -> None:
         if self.dropped:
             return
-        if len(self.lines) + len(lines) > MAX_QUEUED:
+        if self.size + len(lines) > MAX_QUEUED:
             # Too slow: its stream ends and the client watches again from the resourceVersion
             # it saw last (or gets 410 Expired), while writers and other watchers go on.
             self.dropped = True
-            self.lines.clear()
+            self.batches.clear()
+            self.size = 0
         else:
-            self.lines.extend((c.rv, data) for c, data in lines)
+            self.batches.append(lines)
+            self.size += len(lines)
         self.ready.set()
+
+    def take(self) -> Iterator[tuple[int, bytes]]:
+        """Every waiting (resourceVersion, line), oldest first; the queue is empty after."""
+        batches, self.batches, self.size = self.batches, deque(), 0
+        for batch in batches:
+            for change, data in batch:
+                yield change.rv, data
 
 
 class _Inbox:
@@ -179,21 +191,21 @@ async def stream(
         while True:
             if pending.dropped:
                 return
-            if not pending.lines:
+            if not pending.size:
                 pending.ready.clear()
                 wait = None if deadline is None else max(0.0, deadline - loop.time())
                 if bookmarks:
                     wait = BOOKMARK_SECONDS if wait is None else min(wait, BOOKMARK_SECONDS)
                 try:
-                    await asyncio.wait_for(pending.ready.wait(), wait)
+                    async with asyncio.timeout(wait):  # no task per wait, unlike wait_for
+                        await pending.ready.wait()
                 except TimeoutError:
                     if deadline is not None and loop.time() >= deadline:
                         return
                     yield bookmark()
                 continue
             chunk = []
-            while pending.lines:
-                rv, data = pending.lines.popleft()
+            for rv, data in pending.take():
                 if rv <= last:
                     continue  # already sent (the snapshot or the replay had it)
                 last = rv
