@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -113,7 +114,7 @@ class Engine(ReadModel):
         self.hub = WatchHub()
         self._lock = SettlingLock(self._catch_up, self._has_arrivals)
         # Creates stored and acknowledged, not yet applied to the Cluster: (object, instant).
-        self._arrivals: list[tuple[Workload, float]] = []
+        self._arrivals: deque[tuple[Workload, float]] = deque()
         self._scheduler: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
@@ -138,7 +139,7 @@ class Engine(ReadModel):
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
         self._loads += 1
-        self._arrivals = []  # stored ones come back from the store below; the rest failed
+        self._arrivals = deque()  # stored ones come back from the store below; the rest failed
         self._cluster = self._new_cluster()
         repaired = []
         for i, rec in enumerate(loaded.objects):
@@ -312,9 +313,10 @@ class Engine(ReadModel):
         them as one batch. Its commit is not waited for: nobody is waiting on these writes."""
         batch = _Batch()
         events: list[Event] = []
-        while self._arrivals:
-            arrivals, self._arrivals = self._arrivals, []
-            for obj, now in arrivals:
+        try:
+            while self._arrivals:
+                # one at a time: if an observer raises, the later arrivals stay queued
+                obj, now = self._arrivals.popleft()
                 try:
                     self._cluster.apply(obj, now)
                 except (ValueError, KeyError, TypeError) as exc:
@@ -324,10 +326,11 @@ class Engine(ReadModel):
                     self.restore_problems.append(msg)
                     continue
                 events += self._decide(now)
-        self._collect_statuses(batch)
-        self._collect_events(events, batch)
-        if batch.writes:
-            self._commit(batch)
+        finally:  # what was decided is persisted even when a later arrival failed
+            self._collect_statuses(batch)
+            self._collect_events(events, batch)
+            if batch.writes:
+                self._commit(batch)
 
     def start_scheduler(self) -> None:
         """From now on Workload creates are acknowledged once stored and scheduled by a thread
