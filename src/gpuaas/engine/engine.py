@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
@@ -36,10 +36,11 @@ from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, persisted, status
+from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.settling import SettlingLock
-from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
+from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
     AppendChange,
     AppendEvent,
@@ -94,7 +95,7 @@ class _Batch:
         self.changes: list[Change] = []
 
 
-class Engine(ReadModel):
+class Engine(Arrivals, ReadModel):
     def __init__(
         self,
         store: Store,
@@ -302,65 +303,6 @@ class Engine(ReadModel):
             decisions = self._cluster.schedule(now)
             events += self._take_events()
         return events
-
-    # -- arrivals: creates acknowledged before they are scheduled -------------------------------
-    def _has_arrivals(self) -> bool:
-        return bool(self._arrivals)
-
-    def _catch_up(self) -> None:
-        """Under the lock: apply and schedule every arrival, in order, each at its own instant
-        (as a synchronous create would have), then persist the statuses and events of all of
-        them as one batch. Its commit is not waited for: nobody is waiting on these writes."""
-        batch = _Batch()
-        events: list[Event] = []
-        try:
-            while self._arrivals:
-                # one at a time: if an observer raises, the later arrivals stay queued
-                obj, now = self._arrivals.popleft()
-                try:
-                    self._cluster.apply(obj, now)
-                except (ValueError, KeyError, TypeError) as exc:
-                    # Stored, but the core refused it: reported as a restart reports it.
-                    msg = f"not scheduled: Workload {documents.obj_name(obj)}: {exc}"
-                    log.error("%s", msg)
-                    self.restore_problems.append(msg)
-                    continue
-                events += self._decide(now)
-        finally:  # what was decided is persisted even when a later arrival failed
-            self._collect_statuses(batch)
-            self._collect_events(events, batch)
-            if batch.writes:
-                self._commit(batch)
-
-    def start_scheduler(self) -> None:
-        """From now on Workload creates are acknowledged once stored and scheduled by a thread
-        of their own, in batches (the server's mode; without it every create settles itself)."""
-        with self._lock:
-            if self._scheduler is not None:
-                return
-            self._stopping = False
-            self._scheduler = threading.Thread(
-                target=self._schedule_loop, name="gpuaas-scheduler", daemon=True
-            )
-            self._scheduler.start()
-
-    def _schedule_loop(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping:
-                return
-            try:
-                with self._lock:  # taking it settles what arrived (engine.settling)
-                    pass
-            except Exception:  # the next request or tick retries after a reload
-                log.exception("scheduling what arrived failed")
-
-    def settle(self) -> None:
-        """Decide everything acknowledged so far (a read does the same): for callers that want
-        the admission of what they created before they go on, without reading anything."""
-        with self._lock:
-            pass
 
     def _take_events(self) -> list[Event]:
         """The core's and the adapters' (``record_event``) events since the last call, in order."""
@@ -697,35 +639,6 @@ class Engine(ReadModel):
     def subscribe(self, match: Callable[[Change], bool], deliver: Callable[[Change], None]) -> Any:
         with self._lock:
             return self.hub.subscribe(deliver, match)
-
-    def snapshot_for_encoded_watch(
-        self,
-        kind: Kind,
-        match: Callable[[Change], bool],
-        encoding: Encoding,
-        deliver_lines: Callable[[Lines], None],
-        filter_key: Hashable | None = None,
-    ) -> tuple[list[Change], int, Subscription]:
-        """``snapshot_for_watch`` for a stream whose changes are encoded once per encoding
-        for every watcher that shares it (``WatchHub.subscribe_encoded``)."""
-        with self._lock:
-            sub = self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
-            current = [
-                Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.values(), key=lambda r: r.rv)
-                if r.key.gk == kind.gk
-            ]
-            return [c for c in current if match(c)], self.rv, sub
-
-    def subscribe_encoded(
-        self,
-        match: Callable[[Change], bool],
-        encoding: Encoding,
-        deliver_lines: Callable[[Lines], None],
-        filter_key: Hashable | None = None,
-    ) -> Subscription:
-        with self._lock:
-            return self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
 
     def close(self) -> None:
         if self._scheduler is not None:
