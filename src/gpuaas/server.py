@@ -207,6 +207,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
             gpus=node.gpus,
             interval_seconds=options.telemetry_interval,
             owners=bridge.gpu_owners if bridge is not None else None,  # under the bridge's lock
+            pod_cpu=bridge.pod_cpu if bridge is not None else None,  # GPU load without NVML
             simulated_gpus=node.gpu_source == "fake" or node.gpu_source.startswith("none:"),
         )
     except (StoreError, UsageStoreError) as exc:

@@ -173,6 +173,8 @@ class Engine(Arrivals, ReadModel):
             if not isinstance(obj, Workload):
                 continue
             obj.uid = str(rec.doc.get("metadata", {}).get("uid") or "")
+            if owner is not None and (rec.doc.get("spec") or {}).get("active") is False:
+                obj.active = False  # deactivated by gpuaas (idle GPUs): the Job says nothing
             restored = persisted.admission_from_internal(rec.internal)
             phase = rec.internal.get("phase")
             if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
@@ -184,6 +186,8 @@ class Engine(Arrivals, ReadModel):
                 if phase == Phase.FINISHED:
                     self._cluster.finish(obj.key, rec.created)
             st = self._cluster.workloads.get(obj.key)
+            if st is not None:
+                st.requeue_state_count = persisted.requeue_count_from_status(rec.doc)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
         # 3. Settle at the current time and persist what changed.
@@ -349,6 +353,15 @@ class Engine(Arrivals, ReadModel):
             rv = self._next_rv()
             doc = documents.with_rv(rec.doc, rv)
             doc["status"] = render.workload_status(st)
+            spec = doc.get("spec")
+            if (
+                not st.workload.active
+                and isinstance(spec, dict)
+                and spec.get("active") is not False
+            ):
+                # The core deactivated it (Kueue writes spec.active=false): kept across restarts.
+                doc["spec"] = {**spec, "active": False}
+                doc["metadata"]["generation"] = int(doc["metadata"].get("generation", 1)) + 1
             internal = {**rec.internal, **persisted.internal_state(st)}
             if st.admission is None:
                 internal.pop("admission", None)

@@ -42,7 +42,8 @@ def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
         (c.name, c.state, c.message, c.last_transition_time, c.retry_count)
         for c in st.admission_checks.values()
     )
-    return (st.phase, conds, adm, st.admitted_at, checks)
+    requeue = (st.requeue_state_count, st.requeue_at, st.workload.active)
+    return (st.phase, conds, adm, st.admitted_at, checks, requeue)
 
 
 def internal_state(st: WorkloadState) -> JsonDoc:
@@ -65,6 +66,14 @@ def internal_state(st: WorkloadState) -> JsonDoc:
     if st.admission_checks:
         out["checks"] = [c.to_dict() for c in st.admission_checks.values()]
     return out
+
+
+def requeue_count_from_status(doc: JsonDoc) -> int:
+    """Kueue's ``status.requeueState.count`` as last written (0 when absent or malformed)."""
+    status = doc.get("status")
+    state = status.get("requeueState") if isinstance(status, dict) else None
+    count = state.get("count") if isinstance(state, dict) else None
+    return count if isinstance(count, int) and count > 0 else 0
 
 
 def checks_from_internal(internal: JsonDoc) -> list[AdmissionCheckStatus]:

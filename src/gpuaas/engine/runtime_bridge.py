@@ -37,6 +37,7 @@ from gpuaas.runtimes import (
     AlreadyRunning,
     EventKind,
     NotEnoughGpus,
+    PodCpu,
     PodSpec,
     PodSpecError,
     Runtime,
@@ -138,6 +139,11 @@ class RuntimeBridge:
         """GPU index -> (workload key, pod) for every GPU a pod holds now (telemetry's pinning)."""
         with self._lock:
             return self.runtime.gpu_owners()
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """(workload key, pod) -> CPU time of the pod's processes (telemetry without NVML)."""
+        with self._lock:
+            return self.runtime.pod_cpu()
 
     def nodes(self) -> list[dict[str, Any]]:
         """The nodes pods run on, each with its labels, taints, GPUs and who holds them: the

@@ -99,6 +99,22 @@ class WorkloadRun:
 
 
 @dataclass(slots=True, frozen=True)
+class PodCpu:
+    """What a pod's processes used, for telemetry where no GPU reports a load (no NVML).
+
+    ``cpu_seconds``: user + system time of the pod's processes since it started (reaped children
+    included); ``rss_bytes``: their resident memory now; ``started_at``/``read_at``: when the pod's
+    leader started and when this was read, both epoch seconds on the runtime's host clock.
+    """
+
+    cpu_seconds: float
+    rss_bytes: int
+    started_at: float
+    read_at: float
+    processes: int = 1
+
+
+@dataclass(slots=True, frozen=True)
 class RuntimeOptions:
     """What the server knows when it builds a runtime: the same for every runtime."""
 
@@ -163,6 +179,11 @@ class Runtime(Protocol):
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         """GPU index -> (workload key, pod) for every GPU a pod of this runtime holds now."""
+        ...
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """(workload key, pod) -> what the pod's processes used, for every running pod whose
+        processes this runtime can read (read-only; empty where it can read none)."""
         ...
 
     def describe(self) -> str:
