@@ -233,8 +233,10 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
         engine.close()
         store.close()
         raise ServerError(str(exc)) from exc
-    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app.
+    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app;
+    #    from here on Workload creates are acknowledged once stored and scheduled in batches.
     ensure_namespaces(engine)
+    engine.start_scheduler()
     tokens = Tokens(store, engine.committer)
     token_path = tokens.ensure_admin(data_dir)
     app = create_app(

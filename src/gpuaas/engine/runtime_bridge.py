@@ -167,6 +167,29 @@ class RuntimeBridge:
             in_use.setdefault(f"{key}/{pod}", []).append(str(index))
         return [{**node, "alive": True, "gpusInUse": in_use}]
 
+    def pending_pods(self) -> dict[str, tuple[float | None, list[PodSpec]]]:
+        """The pods of admitted workloads that are not started yet (their GPUs are busy, their
+        node does not fit): Kubernetes shows such pods Pending. Planned as they would start, with
+        the moment of admission (when Kueue's unsuspended Job would have created them).
+
+        Takes the bridge's lock, lets it go, then reads the engine: never both at once in the
+        order opposite to the hooks'."""
+        engine = self._engine
+        with self._lock:
+            keys = sorted(self._to_start - set(self.runtime.running()))
+        if engine is None or not keys:
+            return {}
+        out: dict[str, tuple[float | None, list[PodSpec]]] = {}
+        for st in engine.workloads(keys=keys):
+            manifest = engine.source_manifest(st.key)
+            if manifest is None or st.admission is None:
+                continue
+            try:
+                out[st.key] = (st.admitted_at, self._plan(st, manifest).pods)
+            except PodSpecError:
+                continue
+        return out
+
     def job_status(self, key: str) -> dict[str, Any]:
         """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
 

@@ -515,6 +515,8 @@ class RayRuntime:
                 p.restarts,
                 p.phase,
                 p.exit_code,
+                pod_set=p.spec.pod_set,
+                node=p.node,
             )
             for p in run.pods.values()
         )

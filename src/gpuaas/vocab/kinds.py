@@ -88,6 +88,11 @@ KINDS: tuple[Kind, ...] = (
     ),
 )
 
+# Kinds made from the runtime, read only and never stored: its pods and the nodes they run on.
+POD = Kind("Pod", "", ("v1",), "pods", True, ("po",))
+NODE = Kind("Node", "", ("v1",), "nodes", False, ("no",))
+RUNTIME_KINDS: tuple[Kind, ...] = (POD, NODE)
+
 BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
 WORKLOAD = BY_KIND["Workload"]
 NAMESPACE = BY_KIND["Namespace"]
@@ -99,9 +104,10 @@ MULTIKUEUE_CLUSTER = BY_KIND["MultiKueueCluster"]
 
 
 def lookup(name: str) -> Kind | None:
-    """A kind by kind name, plural, singular or short name, case-insensitively (as kubectl)."""
+    """A kind by kind name, plural, singular or short name, case-insensitively (as kubectl);
+    the runtime's read-only kinds (Pod, Node) too."""
     low = name.lower()
-    for k in KINDS:
+    for k in KINDS + RUNTIME_KINDS:
         if low in (k.kind.lower(), k.plural, *k.short_names):
             return k
     return None
