@@ -89,7 +89,8 @@ def test_preemption_shows_live_without_reload(
             assert "h100-flavor" not in chips and len(chips) == 2
         if name == "gpus":  # each node's GPUs, and the pod holding each
             slots = page.locator("[data-node-gpu]")
-            slots.first.wait_for(timeout=5_000)
+            held_slots = page.locator('[data-node-gpu][data-holder*="/team-a-job/"]')
+            held_slots.nth(1).wait_for(timeout=10_000)  # the node list is re-read every 2 s
             assert slots.count() == 4
             holders = [slots.nth(i).get_attribute("data-holder") for i in range(4)]
             assert sorted(h.split("/")[1] for h in holders if h) == ["team-a-job"] * 2

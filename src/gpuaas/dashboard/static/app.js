@@ -612,4 +612,6 @@ window.addEventListener("hashchange", () => {
   state.changed = new Set(); state.freshEvents = new Set(); render();
 });
 setInterval(() => { if (state.banner && Date.now() > state.banner.until) renderBanner(); }, 1000);
+// pods start and stop between summary pushes: the node pages ask for the nodes again meanwhile
+setInterval(() => { if (state.summary && ["flavors", "gpus"].includes(route().page)) loadNodes(); }, 2000);
 if (state.token) login(state.token); else showLogin();
