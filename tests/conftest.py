@@ -9,6 +9,7 @@ The session hooks check that the tests left no process of theirs running.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,24 +59,37 @@ def _children() -> list[psutil.Process]:
 
 
 _session_started = 0.0
+# Marks every process this session starts (servers, their pods, Ray nodes and the pods Ray runs
+# inherit it; the runtimes drop only GPUAAS_* and RAY_* names from a pod's environment), so the
+# orphan sweep below never takes another session's pods for ours: on a machine shared by several
+# test runs, it used to SIGKILL their pods (a Ray pod restarted "without SIGTERM and without its
+# actor being lost", the dead-node test's rare flake).
+SESSION_ENV = "TESTS_GPUAAS_SESSION"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _session_started
     _session_started = time.time() - 1
     _children_at_start.update(p.pid for p in _children())
+    os.environ[SESSION_ENV] = secrets.token_hex(8)
 
 
-def _orphaned_pods() -> list[psutil.Process]:
+def _orphaned_pods(basetemp: str | None) -> list[psutil.Process]:
     """Pods started during this session that outlived their server: a server killed by a test
     leaves its pods reparented to init, out of reach of the children check, so they are found
-    by the GPUAAS_POD_UID every pod carries."""
+    by the GPUAAS_POD_UID every pod carries. Only pods of this session's servers count (their
+    data dirs are under its ``basetemp``): the machine is shared, and a pod of someone else's
+    server is not ours to stop."""
     found = []
     for p in psutil.process_iter(["create_time"]):
         try:
             if p.info["create_time"] < _session_started or p.pid == os.getpid():
                 continue
-            if "GPUAAS_POD_UID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+            if basetemp is not None and not any(basetemp in a for a in p.cmdline()):
+                continue
+            env = p.environ()
+            ours = env.get(SESSION_ENV) == os.environ.get(SESSION_ENV)
+            if "GPUAAS_POD_UID" in env and ours and p.status() != psutil.STATUS_ZOMBIE:
                 found.append(p)
         except psutil.Error:
             continue
@@ -87,7 +101,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     deadline = time.monotonic() + 2.0
     leftovers = [p for p in _children() if p.pid not in _children_at_start]
     seen = {p.pid for p in leftovers}
-    leftovers += [p for p in _orphaned_pods() if p.pid not in seen]
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = str(factory.getbasetemp()) if factory is not None else None
+    leftovers += [p for p in _orphaned_pods(basetemp) if p.pid not in seen]
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.1)
         leftovers = [p for p in leftovers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -24,16 +24,21 @@ from pathlib import Path
 from typing import TypeVar
 
 import uvicorn
+import yaml
 from fastapi import FastAPI
 
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.api.draining import Draining, DrainingServer
+from gpuaas.core.config import SchedulerConfig, parse_configuration
+from gpuaas.core.errors import ApplyError
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
 from gpuaas.engine import notebook_stop
+from gpuaas.engine.checks import CheckDispatcher
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.idle_actions import IDLE_ACTIONS
+from gpuaas.engine.multikueue.controller import MultiKueueController, MultiKueueOptions
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
@@ -47,6 +52,7 @@ from gpuaas.vocab.kinds import NAMESPACE
 
 _T = TypeVar("_T")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kueue-system")
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 POLL_INTERVAL = 0.05  # seconds between runtime polls
 log = logging.getLogger(__name__)
 
@@ -72,8 +78,13 @@ class ServerOptions:
     node_config: Path | None = None
     ray_address: str | None = None  # --runtime ray: the Ray cluster to join (None: start one)
     ray_nodes: Path | None = None  # --runtime ray: taints per Ray node (YAML)
+    kueue_config: Path | None = None  # Kueue's Configuration (fairSharing, waitForPodsReady)
     telemetry_interval: float = 15.0
     watch_history: int = 1_000_000  # changes back a watch may start (older: 410 Expired)
+    multikueue_namespace: str = "kueue-system"  # Kueue's namespace: workers' kubeconfig Secrets
+    worker_lost_timeout: float = 900.0  # Kueue's multiKueue.workerLostTimeout (15 min)
+    multikueue_dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    multikueue_origin: str = "multikueue"  # the origin label's value on this hub's copies
 
     @property
     def store_url(self) -> str:
@@ -101,6 +112,7 @@ class Server:
     app: FastAPI
     admin_token_path: Path
     lock: DataDirLock | None = None
+    multikueue: MultiKueueController | None = None  # its thread starts with the ticking
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _ticker: threading.Thread | None = field(default=None, init=False)
 
@@ -108,12 +120,16 @@ class Server:
         """Schedule every ``tick`` seconds on a thread; with a runtime, poll its pods between."""
         self._ticker = threading.Thread(target=self._tick_loop, name="gpuaas-tick", daemon=True)
         self._ticker.start()
+        if self.multikueue is not None:
+            self.multikueue.start(self.engine)
 
     def close(self) -> None:
         """Stop ticking, stop every pod (graceful server stop), then telemetry, engine, store."""
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
+        if self.multikueue is not None:
+            self.multikueue.close()
         if self.bridge is not None:
             self.bridge.shutdown()
         self.telemetry.close()
@@ -163,6 +179,7 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
 
 def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock) -> Server:
     data_dir = options.data_dir
+    config = read_kueue_config(options.kueue_config)
     try:
         node = detect_node(options.fake_gpus, options.node_config)
         runtime = registry.create(
@@ -191,7 +208,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
     multi_node = bool(getattr(runtime, "multi_node", False))
     bridge = RuntimeBridge(runtime, None if multi_node else node) if runtime is not None else None
     try:
-        engine = Engine(store, live_runtime=bridge is not None)
+        engine = Engine(store, config=config, live_runtime=bridge is not None)
     except StoreError as exc:
         store.close()
         raise ServerError(str(exc)) from exc
@@ -220,8 +237,10 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
         engine.close()
         store.close()
         raise ServerError(str(exc)) from exc
-    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app.
+    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app;
+    #    from here on Workload creates are acknowledged once stored and scheduled in batches.
     ensure_namespaces(engine)
+    engine.start_scheduler()
     tokens = Tokens(store, engine.committer)
     token_path = tokens.ensure_admin(data_dir)
     app = create_app(
@@ -234,7 +253,35 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
         watch_history=options.watch_history,
     )
     say(f"admin token: {token_path}")
-    return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock)
+    # 5. MultiKueue's admission check controller (its remote I/O runs on its own thread).
+    multikueue = MultiKueueController(
+        MultiKueueOptions(
+            namespace=options.multikueue_namespace,
+            worker_lost_timeout=options.worker_lost_timeout,
+            dispatcher=options.multikueue_dispatcher,
+            origin=options.multikueue_origin,
+        )
+    )
+    engine.add_observer(CheckDispatcher({MULTIKUEUE: multikueue}))
+    return Server(
+        options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock, multikueue
+    )
+
+
+def read_kueue_config(path: Path | None) -> SchedulerConfig:
+    """Kueue's ``Configuration`` file (``--kueue-config``): the fields that change scheduling,
+    as Kueue's controller manager reads them at start-up. Raises ``ServerError`` naming the file,
+    the field and the reason."""
+    if path is None:
+        return SchedulerConfig()
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ServerError(f"--kueue-config {path}: {exc}") from exc
+    try:
+        return parse_configuration(doc if doc is not None else {})
+    except ApplyError as exc:
+        raise ServerError(f"--kueue-config {path}: {exc}") from exc
 
 
 def ensure_namespaces(engine: Engine) -> None:

@@ -81,6 +81,13 @@ def serve(
         Path | None,
         typer.Option("--ray-nodes", help="--runtime ray: YAML {nodes: {NAME: {taints: [...]}}}."),
     ] = None,
+    kueue_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--kueue-config",
+            help="Kueue's Configuration (config.kueue.x-k8s.io) YAML: fairSharing, waitForPodsReady.",
+        ),
+    ] = None,
     telemetry_interval: Annotated[
         float,
         typer.Option("--telemetry-interval", help="Seconds between GPU samples.", min=0.05),
@@ -93,6 +100,39 @@ def serve(
             min=1,
         ),
     ] = 1_000_000,
+    multikueue_namespace: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-namespace",
+            help="MultiKueue: the namespace of the workers' kubeconfig Secrets (Kueue's own).",
+        ),
+    ] = "kueue-system",
+    worker_lost_timeout: Annotated[
+        float,
+        typer.Option(
+            "--multikueue-worker-lost-timeout",
+            help="MultiKueue workerLostTimeout: seconds a chosen worker may not answer before "
+            "its workloads are evicted here and dispatched again.",
+            min=0.0,
+        ),
+    ] = 900.0,
+    dispatcher: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-dispatcher",
+            help="MultiKueue dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once, "
+            "...-incremental, or another name (External: nominatedClusterNames written by "
+            "another controller).",
+        ),
+    ] = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    origin: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-origin",
+            help="MultiKueue origin: the label value on this manager's copies on workers "
+            "(managers sharing workers need different ones).",
+        ),
+    ] = "multikueue",
 ) -> None:
     """Run the gpuaas API server."""
     options = ServerOptions(
@@ -109,8 +149,13 @@ def serve(
         node_config=node_config,
         ray_address=ray_address,
         ray_nodes=ray_nodes,
+        kueue_config=kueue_config,
         telemetry_interval=telemetry_interval,
         watch_history=watch_history,
+        multikueue_namespace=multikueue_namespace,
+        worker_lost_timeout=worker_lost_timeout,
+        multikueue_dispatcher=dispatcher,
+        multikueue_origin=origin,
     )
     try:
         run(options, say=typer.echo)

@@ -4,7 +4,13 @@ One ``Engine`` owns one core Cluster behind a lock. Every change follows the sam
 the request against what is stored, (2) apply it to the Cluster, (3) ``schedule(now)`` with the
 wall clock, (4) turn the new object, the changed workload statuses and the events into one batch of
 writes, (5) hand the batch to the group committer and, outside the lock, wait until it is durable.
-Watchers are told only after the commit. All admission and preemption rules stay in the core; this
+Watchers are told only after the commit.
+
+With the scheduler thread started (``start_scheduler``, as the server does), a Workload create (or
+a Job's) does only (1) and (5) for its own document: it is acknowledged once stored, and steps
+(2)-(4) run later for every arrival in order, each at the instant it arrived, on the scheduler
+thread or on whichever caller takes the lock first (``engine.settling``). The decisions are the
+ones a synchronous create would have made; their statuses are persisted in one batch per catch-up. All admission and preemption rules stay in the core; this
 module never decides who is admitted. On start (and after a failed commit) the Cluster is rebuilt
 from the store: objects in creation order, admitted workloads restored on the same flavors.
 """
@@ -16,6 +22,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -30,8 +37,11 @@ from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import admission_hooks, documents, persisted, status
+from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
+from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.readmodel import ReadModel
+from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
     AppendChange,
@@ -87,7 +97,7 @@ class _Batch:
         self.changes: list[Change] = []
 
 
-class Engine(ReadModel):
+class Engine(Arrivals, ReadModel):
     def __init__(
         self,
         store: Store,
@@ -105,7 +115,12 @@ class Engine(ReadModel):
         self.commit_timeout = commit_timeout
         self.committer = GroupCommitter(store)
         self.hub = WatchHub()
-        self._lock = threading.RLock()
+        self._lock = SettlingLock(self._catch_up, self._has_arrivals)
+        # Creates stored and acknowledged, not yet applied to the Cluster: (object, instant).
+        self._arrivals: deque[tuple[Workload, float]] = deque()
+        self._scheduler: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
@@ -127,6 +142,7 @@ class Engine(ReadModel):
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
         self._loads += 1
+        self._arrivals = deque()  # stored ones come back from the store below; the rest failed
         self._cluster = self._new_cluster()
         repaired = []
         for i, rec in enumerate(loaded.objects):
@@ -144,7 +160,7 @@ class Engine(ReadModel):
             kind = self._kind_of(rec.key)
             if kind is WORKLOAD:
                 workloads.append(rec)
-            elif kind is not None and not kind.job and not kind.stored_only:
+            elif kind is not None and not kind.job and not kind.stored:
                 self._restore_apply(rec, rec.doc)
         # 2. Workloads in creation order: admitted ones keep their admission, others re-queue
         #    with their original creation time, so pending order is what it was.
@@ -167,6 +183,9 @@ class Engine(ReadModel):
                 admission, admitted_at = restored
                 checks = persisted.checks_from_internal(rec.internal)
                 self._cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
+                nominated, cluster_name = persisted.placement_from_internal(rec.internal)
+                if (nominated or cluster_name) and phase == Phase.ADMITTED:
+                    self._cluster.set_cluster_nomination(obj.key, nominated, cluster_name)
             else:
                 self._cluster.apply(obj, rec.created)
                 if phase == Phase.FINISHED:
@@ -271,6 +290,12 @@ class Engine(ReadModel):
 
     # -- settle: schedule and persist the consequences ------------------------------------------
     def _settle(self, now: float, batch: _Batch) -> None:
+        events = self._decide(now)
+        self._collect_statuses(batch)
+        self._collect_events(events, batch)
+
+    def _decide(self, now: float) -> list[Event]:
+        """Schedule at ``now`` and let the observers act, until quiet; the events, in order."""
         # Every decision and event since the last settle, those of apply/delete included; both
         # are drained so that they do not grow for the life of the server.
         decisions = self._cluster.schedule(now)
@@ -286,8 +311,7 @@ class Engine(ReadModel):
             # show them what that caused (an admission after a stop), so they can act on it too.
             decisions = self._cluster.schedule(now)
             events += self._take_events()
-        self._collect_statuses(batch)
-        self._collect_events(events, batch)
+        return events
 
     def _take_events(self) -> list[Event]:
         """The core's and the adapters' (``record_event``) events since the last call, in order."""
@@ -405,7 +429,10 @@ class Engine(ReadModel):
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
-        with self._lock:
+        # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
+        # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
+        deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
+        with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
             doc = documents.checked(kind, namespace, None, doc)
             name = doc["metadata"]["name"]
@@ -418,9 +445,11 @@ class Engine(ReadModel):
             if kind.kind == "AdmissionCheck":
                 doc.pop("status", None)  # written through its status subresource only
             doc = admission_hooks.admit(self, kind, namespace, doc)
+            webhook.default_managed_by(self.objects, kind, namespace, doc)
+            prebuilt = webhook.prebuilt_workload(self.objects, kind, namespace, doc)
             obj = documents.parse(doc)
             wl_key = self.key_of(WORKLOAD, namespace, name)
-            if (kind.job or kind is WORKLOAD) and wl_key in self.objects:
+            if (kind.job or kind is WORKLOAD) and wl_key in self.objects and prebuilt is None:
                 raise AlreadyExists(f"Workload {namespace}/{name} already exists")
             now = self.clock()
             batch = _Batch()
@@ -436,11 +465,35 @@ class Engine(ReadModel):
             _stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
             self._put(batch, rec, "ADDED")
-            self._apply_job_or_object(batch, kind, obj, doc, now, created=True)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            stopped = kind is NOTEBOOK and notebook_stopped(doc)
+            if prebuilt is not None:  # the worker's copy runs this job's pods: it is its owner
+                wl_rv = self._next_rv()
+                adopted = replace(
+                    prebuilt,
+                    rv=wl_rv,
+                    doc=documents.with_rv(prebuilt.doc, wl_rv),
+                    internal={**prebuilt.internal, "owner": kind.gk},
+                )
+                self._put(batch, adopted, "MODIFIED")
+            elif kind.job and isinstance(obj, Workload) and not stopped:
+                self._put_derived(batch, obj, doc, now, created=True)
+            if deferred and prebuilt is None and isinstance(obj, Workload) and not stopped:
+                self._arrivals.append((obj, now))
+                fut = self._commit(batch)
+                self._wake.set()
+                shown = self._shown(kind, rec)
+            else:
+                if deferred and self._has_arrivals():  # quick() did not settle: earlier first
+                    self._catch_up()
+                if prebuilt is None and not stopped:  # a stopped Notebook has no Workload
+                    self._apply(obj, now)
+                self._settle(now, batch)
+                fut = self._commit(batch)
+                shown = None
             out_key = key
         self._wait(fut)
+        if shown is not None:  # what was stored: its admission is decided after the reply
+            return shown
         with self._lock:
             current = self.objects.get(out_key)
             return self._shown(kind, current) if current is not None else doc
@@ -644,7 +697,13 @@ class Engine(ReadModel):
             return self.hub.subscribe(deliver, match)
 
     def close(self) -> None:
+        if self._scheduler is not None:
+            self._stopping = True
+            self._wake.set()
+            self._scheduler.join(timeout=30)
+            self._scheduler = None
         self.committer.close()
+        self.hub.close()
 
 
 def _stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:

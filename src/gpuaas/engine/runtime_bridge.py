@@ -43,6 +43,7 @@ from gpuaas.runtimes import (
     Runtime,
     RuntimeEvent,
     RuntimeRequestError,
+    RuntimeUnavailable,
     WorkloadRun,
     build_run_plan,
     workbench,
@@ -50,6 +51,7 @@ from gpuaas.runtimes import (
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.vocab.kinds import NOTEBOOK, WORKLOAD
+from gpuaas.vocab.multikueue import runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
+_READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
     EventKind.STARTED: ("Normal", "Started"),
     EventKind.POD_FAILED: ("Warning", "PodFailed"),
@@ -80,6 +83,7 @@ class RuntimeBridge:
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
         self._adopted: list[str] = []
+        self._ready: dict[str, bool] = {}  # key -> last "every pod runs" told to the engine
         self._lock = threading.RLock()  # the runtime's calls, from hooks and from the API
 
     # -- wiring ---------------------------------------------------------------------------------
@@ -110,6 +114,7 @@ class RuntimeBridge:
                 self._on_runtime_event(engine, ev, now)
             self._stop_unwanted(engine)
             self._start_pending(engine, now)
+            self._report_pods_ready(engine, now)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
         with self._lock:
@@ -129,6 +134,7 @@ class RuntimeBridge:
             self._start_pending(engine, now)
             for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
                 self._on_runtime_event(engine, rev, now)
+            self._report_pods_ready(engine, now)
 
     # -- reads for the API ------------------------------------------------------------------------
     def runs(self) -> dict[str, WorkloadRun]:
@@ -162,6 +168,29 @@ class RuntimeBridge:
             in_use.setdefault(f"{key}/{pod}", []).append(str(index))
         return [{**node, "alive": True, "gpusInUse": in_use}]
 
+    def pending_pods(self) -> dict[str, tuple[float | None, list[PodSpec]]]:
+        """The pods of admitted workloads that are not started yet (their GPUs are busy, their
+        node does not fit): Kubernetes shows such pods Pending. Planned as they would start, with
+        the moment of admission (when Kueue's unsuspended Job would have created them).
+
+        Takes the bridge's lock, lets it go, then reads the engine: never both at once in the
+        order opposite to the hooks'."""
+        engine = self._engine
+        with self._lock:
+            keys = sorted(self._to_start - set(self.runtime.running()))
+        if engine is None or not keys:
+            return {}
+        out: dict[str, tuple[float | None, list[PodSpec]]] = {}
+        for st in engine.workloads(keys=keys):
+            manifest = engine.source_manifest(st.key)
+            if manifest is None or st.admission is None:
+                continue
+            try:
+                out[st.key] = (st.admitted_at, self._plan(st, manifest).pods)
+            except PodSpecError:
+                continue
+        return out
+
     def job_status(self, key: str) -> dict[str, Any]:
         """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
 
@@ -190,6 +219,7 @@ class RuntimeBridge:
         self._epoch = engine.epoch
         running = self.runtime.running()
         self._to_start.clear()
+        self._ready.clear()  # the rebuilt engine has no PodsReady conditions yet
         for w in engine.workloads(phases=HOLDING):
             if w.phase == Phase.EVICTING:
                 self._stop_or_confirm(engine, w.key, running, now)
@@ -233,9 +263,26 @@ class RuntimeBridge:
                 self._to_start.discard(key)
                 self._warned.pop(key, None)
 
+    def _report_pods_ready(self, engine: Engine, now: float) -> None:
+        """Kueue's waitForPodsReady: tell the engine when every pod of a workload runs (or has
+        succeeded) and when one no longer does (it failed, or its node died and the replacement
+        waits); the core judges the timeout. Only changes are told, and only when enabled."""
+        if engine.config.wait_for_pods_ready is None:
+            return
+        runs = self.runtime.running()
+        for key, run in runs.items():
+            if run.stopping:
+                continue
+            ready = bool(run.pods) and all(p.phase in _READY_PHASES for p in run.pods)
+            if self._ready.get(key) != ready:
+                self._ready[key] = ready
+                engine.set_pods_ready(key, ready, now)
+        for key in [k for k in self._ready if k not in runs]:
+            del self._ready[key]
+
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)
-        if manifest is None:
+        if manifest is None or not runs_pods_here(manifest):
             return False
         try:
             self._plan(st, manifest)
@@ -275,6 +322,10 @@ class RuntimeBridge:
         if manifest is None:
             self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
             return True
+        if not runs_pods_here(manifest):
+            # A MultiKueue manager's Job runs on a worker; a worker's copy of a Workload waits
+            # for the Job its manager creates next (tried again at each poll).
+            return manifest.get("kind") != WORKLOAD.kind
         try:
             plan = self._plan(st, manifest)
         except PodSpecError as exc:
@@ -288,7 +339,7 @@ class RuntimeBridge:
         try:
             pods = self._placed(engine, st, plan.pods)
             self.runtime.start(key, pods, backoff_limit=plan.backoff_limit)
-        except NotEnoughGpus as exc:
+        except (NotEnoughGpus, RuntimeUnavailable) as exc:  # retried at the next poll
             self._warn(engine, key, "FailedScheduling", f"pods pending: {exc}", now)
             return False
         except AlreadyRunning as exc:

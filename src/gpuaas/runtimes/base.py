@@ -31,6 +31,10 @@ class NotEnoughGpus(RuntimeRequestError):
     """The node has fewer free GPUs than the workload's pods request."""
 
 
+class RuntimeUnavailable(RuntimeRequestError):
+    """The runtime cannot be reached now (the Ray head is lost): pods wait, as for a node."""
+
+
 class AlreadyRunning(RuntimeRequestError):
     """The workload already has pods on this node: no workload runs twice."""
 
@@ -86,8 +90,15 @@ class PodStatus:
     pid: int | None
     gpus: tuple[int, ...]
     restarts: int  # failed attempts of this pod, retried within the backoffLimit
-    phase: str  # Running, Succeeded, Failed, Terminating
+    phase: str  # Pending, Running, Succeeded, Failed, Terminating
     exit_code: int | None = None
+    # What the API's v1 Pod shows (kubectl get pods): the pod set it belongs to, the node it runs
+    # on ("" for this server's node), when its current attempt started and, once it is being
+    # stopped, when it will be killed (Kubernetes' deletionTimestamp: the end of its grace).
+    pod_set: str = ""
+    node: str = ""
+    started: float | None = None
+    kill_at: float | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -430,7 +430,19 @@ class LocalRuntime:
                 phase = "Terminating"
             else:
                 phase = "Running"
-            pods.append(PodStatus(pod.name, rec.pid, rec.gpus, rec.restarts, phase, pod.exit_code))
+            pods.append(
+                PodStatus(
+                    pod.name,
+                    rec.pid,
+                    rec.gpus,
+                    rec.restarts,
+                    phase,
+                    pod.exit_code,
+                    pod_set=rec.spec.pod_set,
+                    started=rec.start_time or None,
+                    kill_at=rec.kill_at,
+                )
+            )
         return WorkloadRun(run.key, run.record.restart_count, run.record.stopping, tuple(pods))
 
     def _pod_names(self, key: str, pod: str | None) -> list[str]:

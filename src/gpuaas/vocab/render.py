@@ -60,6 +60,10 @@ def workload_status(st: WorkloadState) -> JsonDoc:
                 entry["retryCount"] = c.retry_count
             checks.append(entry)
         status["admissionChecks"] = checks
+    if st.cluster_name is not None:
+        status["clusterName"] = st.cluster_name
+    if st.nominated_cluster_names:
+        status["nominatedClusterNames"] = list(st.nominated_cluster_names)
     if st.requeue_state_count or st.requeue_at is not None:
         # Kueue's status.requeueState: back-off evictions so far and when it may return.
         requeue: JsonDoc = {}
