@@ -13,14 +13,15 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import selectors, tables, validation, watch
+from gpuaas.api import patching, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
-from gpuaas.api.status import already_exists, not_found
+from gpuaas.api.status import already_exists, conflict, not_found
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.errors import AlreadyExists, Invalid, NotFound
+from gpuaas.engine.errors import AlreadyExists, Conflict, NotFound
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
+from gpuaas.vocab import render
 from gpuaas.vocab.crds import resource
 from gpuaas.vocab.kinds import KINDS, NAMESPACE, WORKLOAD, Kind
 
@@ -73,6 +74,11 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
 
     def _validate(request: Request, doc: Any) -> list[str]:
         return validation.check(kind, version, doc, request.query_params.get("fieldValidation"))
+
+    def writer(request: Request, engine: Engine, ptype: str | None = None) -> patching.Writer:
+        q = dict(request.query_params)
+        manager = patching.field_manager(q, request.headers.get("user-agent", ""), ptype)
+        return patching.Writer(kind, version, manager, lambda: render.rfc3339(engine.clock()))
 
     async def who(request: Request) -> tuple[Engine, Principal]:
         engine, tokens, _ = _state(request)
@@ -159,6 +165,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         authorize(p, kind, namespace, None, "create")
         doc = await _read(request)
         warnings = _validate(request, doc)
+        doc = writer(request, engine).updated(None, doc)
         try:
             out = await run_in_threadpool(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
@@ -191,17 +198,40 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         authorize(p, kind, namespace, name, "update")
         doc = await _read(request)
         warnings = _validate(request, doc)
-        out = await run_in_threadpool(engine.replace, kind, namespace, name, doc)
+        w = writer(request, engine)
+        out = await write(
+            engine, namespace, name, lambda old: w.updated(old, doc), create_missing=False
+        )
         return _answer(shape(out), warnings)
+
+    async def write(
+        engine: Engine,
+        namespace: str | None,
+        name: str,
+        compute: patching.Compute,
+        *,
+        create_missing: bool,
+    ) -> JsonDoc:
+        try:
+            out: JsonDoc = await run_in_threadpool(
+                lambda: engine.write(kind, namespace, name, compute, create_missing=create_missing)
+            )
+        except NotFound as exc:
+            raise not_found(kind, name) from exc
+        except Conflict as exc:
+            raise conflict(kind, name) from exc
+        return out
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "patch")
-        body = await _read(request)
-        if not isinstance(body, dict):
-            raise Invalid(f"{kind.kind} {name}: a merge patch must be an object")
-        warnings = _validate(request, body)
-        out = await run_in_threadpool(engine.patch, kind, namespace, name, body)
+        ptype = patching.patch_type(kind, request.headers.get("content-type"))
+        _, _, limit = _state(request)
+        body = patching.parse(ptype, await read_body(request, limit))
+        warnings = _validate(request, body) if ptype != patching.JSON_PATCH else []
+        force = request.query_params.get("force", "").lower() in ("true", "1")
+        compute = writer(request, engine, ptype).patch(name, ptype, body, force)
+        out = await write(engine, namespace, name, compute, create_missing=ptype == patching.APPLY)
         return _answer(shape(out), warnings)
 
     async def delete(request: Request, namespace: str | None, name: str) -> Response:

@@ -65,6 +65,17 @@ def already_exists(kind: Kind, name: str) -> KubeError:
     )
 
 
+def conflict(kind: Kind, name: str) -> KubeError:
+    """A write on a stale resourceVersion, in kube-apiserver's words (kubectl retries on it)."""
+    return KubeError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {resource_name(kind)} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        details(kind, name),
+    )
+
+
 def status_doc(
     code: int, message: str, reason: str | None = None, details: dict[str, Any] | None = None
 ) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from gpuaas.core.decisions import Decision
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, persisted, status
+from gpuaas.engine import documents, finalizers, generate_name, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
@@ -108,6 +108,7 @@ class Engine(ReadModel):
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
+        self.terminating: set[ObjectKey] = set()  # objects with a deletionTimestamp
         self.rv = 0
         self._event_id = 0
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
@@ -134,6 +135,7 @@ class Engine(ReadModel):
                 loaded.objects[i] = replace(rec, doc=doc)
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
         self.objects = {r.key: r for r in loaded.objects}
+        self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
         self.restore_problems += [f"{r}: NaN or infinite numbers read as null" for r in repaired]
@@ -171,7 +173,11 @@ class Engine(ReadModel):
             st = self._cluster.workloads.get(obj.key)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
-        # 3. Settle at the current time and persist what changed.
+        # 3. A ClusterQueue deleted but kept by its finalizer is terminating again.
+        for key in sorted(self.terminating, key=str):
+            if key.gk.endswith("/ClusterQueue"):
+                self._cluster.delete("ClusterQueue", None, key.name, self.clock())
+        # 4. Settle at the current time and persist what changed.
         batch = _Batch()
         self._settle(self.clock(), batch)
         if batch.writes:
@@ -236,6 +242,10 @@ class Engine(ReadModel):
 
     def _put(self, batch: _Batch, rec: ObjectRecord, change_type: str) -> None:
         self.objects[rec.key] = rec
+        if finalizers.terminating(rec.doc):
+            self.terminating.add(rec.key)
+        else:
+            self.terminating.discard(rec.key)
         batch.writes += [
             PutObject(rec),
             AppendChange(Change(rec.rv, change_type, rec.key, rec.doc)),
@@ -244,6 +254,7 @@ class Engine(ReadModel):
 
     def _remove(self, batch: _Batch, key: ObjectKey) -> None:
         rec = self.objects.pop(key, None)
+        self.terminating.discard(key)
         if rec is None:
             return
         rv = self._next_rv()
@@ -266,6 +277,7 @@ class Engine(ReadModel):
 
     # -- settle: schedule and persist the consequences ------------------------------------------
     def _settle(self, now: float, batch: _Batch) -> None:
+        self._release_finalizers(now, batch)
         # Every decision and event since the last settle, those of apply/delete included; both
         # are drained so that they do not grow for the life of the server.
         decisions = self._cluster.schedule(now)
@@ -393,8 +405,12 @@ class Engine(ReadModel):
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
         with self._lock:
             self._reload_if_failed()
+            doc = generate_name.named(
+                doc, lambda n: self.key_of(kind, namespace, n) in self.objects
+            )
             doc = documents.checked(kind, namespace, None, doc)
             name = doc["metadata"]["name"]
+            finalizers.on_create(kind, name, doc)
             key = self.key_of(kind, namespace, name)
             if key in self.objects:
                 raise AlreadyExists(f"{documents.describe(kind, namespace, name)} already exists")
@@ -515,46 +531,109 @@ class Engine(ReadModel):
                 doc.pop("status", None)
                 if "status" in old.doc:
                     doc["status"] = old.doc["status"]
-            obj = documents.parse(doc)
-            now = self.clock()
-            batch = _Batch()
-            rv = self._next_rv()
+            finalizers.on_update(kind, name, old.doc, doc)
             old_meta = old.doc["metadata"]
             changed = documents.spec_of(doc) != documents.spec_of(old.doc)
             doc["metadata"].update(
                 uid=old_meta.get("uid"),
                 creationTimestamp=old_meta.get("creationTimestamp"),
                 generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
-                resourceVersion=str(rv),
+                resourceVersion=old_meta.get("resourceVersion"),
             )
             doc.pop("status", None)
-            _stamp_uid(obj, kind, doc["metadata"])
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
-            self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
-            if kind.job and isinstance(obj, Workload):
-                self._put_derived(batch, obj, doc, now, created=False)
-            self._apply(obj, now)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            if doc == old.doc:  # nothing changes: no write, no new resourceVersion
+                return self._shown(kind, old)
+            if finalizers.terminating(doc) and not finalizers.finalizers_of(doc):
+                fut = self._finalized(kind, key)
+            else:
+                fut = self._replaced(kind, old, doc)
         self._wait(fut)
         with self._lock:
             current = self.objects.get(key)
             return self._shown(kind, current) if current is not None else doc
 
+    def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Future[None]:
+        obj = documents.parse(doc)
+        now = self.clock()
+        batch = _Batch()
+        rv = self._next_rv()
+        doc["metadata"]["resourceVersion"] = str(rv)
+        _stamp_uid(obj, kind, doc["metadata"])
+        self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+        if kind.job and isinstance(obj, Workload):
+            self._put_derived(batch, obj, doc, now, created=False)
+        self._apply(obj, now)
+        self._settle(now, batch)
+        return self._commit(batch)
+
     def patch(self, kind: Kind, namespace: str | None, name: str, patch: JsonDoc) -> JsonDoc:
         """JSON merge patch (RFC 7386) of the stored object, then the same path as replace."""
-        with self._lock:
-            key = self.key_of(kind, namespace, name)
-            old = self.objects.get(key)
-            if old is None:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            merged = documents.merge_patch(copy.deepcopy(old.doc), patch)
-            if not isinstance(merged, dict):
+
+        def merged(old: JsonDoc | None) -> JsonDoc:
+            out = documents.merge_patch(old, patch)
+            if not isinstance(out, dict):
                 raise Invalid(
                     f"{documents.describe(kind, namespace, name)}: a patch must be an object"
                 )
-            return self.replace(kind, namespace, name, merged)
+            return out
+
+        return self.write(kind, namespace, name, merged)
+
+    def write(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        compute: Callable[[JsonDoc | None], JsonDoc],
+        *,
+        create_missing: bool = False,
+    ) -> JsonDoc:
+        """Read, compute and write as one step under the lock: ``compute`` gets a copy of the
+        stored object (None if there is none) and returns the new one, which is then created or
+        replaced as a PUT would be. Patches and server-side apply go through here, so no other
+        write comes between what they read and what they write."""
+        with self._lock:
+            key = self.key_of(kind, namespace, name)
+            old = self.objects.get(key)
+            if old is None and not create_missing:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            new = compute(copy.deepcopy(old.doc) if old is not None else None)
+            if old is None:
+                return self.create(kind, namespace, new)
+            return self.replace(kind, namespace, name, new)
+
+    # -- finalizers (engine.finalizers) ---------------------------------------------------------
+    def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
+        """The last finalizer of a terminating object was removed: it is gone now (a
+        Namespace with what is in it). Under the lock; the caller waits for the commit."""
+        now = self.clock()
+        batch = _Batch()
+        if kind is NAMESPACE:
+            for k in [k for k in self.objects if k.namespace == key.name]:
+                self._delete_one(batch, k, now)
+        self._delete_one(batch, key, now)
+        self._settle(now, batch)
+        return self._commit(batch)
+
+    def _release_finalizers(self, now: float, batch: _Batch) -> None:
+        """Kueue's controllers: drop ``resource-in-use`` from deleted objects no longer used,
+        and remove those left with no finalizer."""
+        for key in sorted(self.terminating, key=str):
+            rec = self.objects.get(key)
+            kind = self._kind_of(key)
+            if rec is None or kind is None or kind.kind not in finalizers.GUARDED:
+                continue
+            doc = finalizers.released(self._cluster, kind.kind, key.name, rec.doc)
+            if doc is None:
+                continue
+            if finalizers.finalizers_of(doc):
+                rv = self._next_rv()
+                doc["metadata"]["resourceVersion"] = str(rv)
+                self._put(batch, replace(rec, rv=rv, doc=doc), "MODIFIED")
+            else:
+                self._delete_one(batch, key, now)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
         with self._lock:
@@ -563,14 +642,36 @@ class Engine(ReadModel):
             old = self._existing_unowned(kind, namespace, name, key, "delete")
             now = self.clock()
             batch = _Batch()
-            if kind is NAMESPACE:
-                for k in [k for k in self.objects if k.namespace == name]:
-                    self._delete_one(batch, k, now)
-            self._delete_one(batch, key, now)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            shown = old.doc
+            if finalizers.terminating(old.doc):
+                return old.doc
+            if finalizers.finalizers_of(old.doc):
+                shown, fut = self._mark_deleted(kind, old, now, batch)
+            else:
+                if kind is NAMESPACE:
+                    for k in [k for k in self.objects if k.namespace == name]:
+                        self._delete_one(batch, k, now)
+                self._delete_one(batch, key, now)
+                self._settle(now, batch)
+                fut = self._commit(batch)
         self._wait(fut)
-        return old.doc
+        with self._lock:
+            current = self.objects.get(key)
+            return current.doc if current is not None else shown
+
+    def _mark_deleted(
+        self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
+    ) -> tuple[JsonDoc, Future[None]]:
+        """A DELETE of an object with finalizers: Terminating until they are removed. Called
+        under the lock; a terminating ClusterQueue stops admitting at once, as in Kueue."""
+        rv = self._next_rv()
+        doc = finalizers.marked_for_deletion(old.doc, render.rfc3339(now))
+        doc["metadata"]["resourceVersion"] = str(rv)
+        self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+        if kind.kind == "ClusterQueue":
+            self._cluster.delete("ClusterQueue", None, old.key.name, now)
+        self._settle(now, batch)
+        return doc, self._commit(batch)
 
     def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
         kind = self._kind_of(key)
