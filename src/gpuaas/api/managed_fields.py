@@ -432,9 +432,13 @@ def apply(
     for e in entries:
         if e is not mine:
             others |= e.fields
-    for path in sorted(previous - applied, key=len, reverse=True):
+    removed: list[Path] = []
+    for path in sorted(previous - applied, key=len):  # an item before its fields
+        if any(path[: len(r)] == r for r in removed):
+            continue  # gone with its item or parent
         if path not in others and not any(o[: len(path)] == path for o in others):
             remove(merged, path, schema)
+            removed.append(path)
     if mine is None:
         mine = Entry(manager, "Apply", api_version, now, set())
         entries.append(mine)

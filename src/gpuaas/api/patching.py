@@ -17,6 +17,7 @@ Each patch is turned into a function of the stored object that the engine runs u
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -124,7 +125,7 @@ class Writer:
 
     def _patched(self, where: str, old: JsonDoc, ptype: str, body: Any) -> JsonDoc:
         if ptype == MERGE:
-            out = merge_patch(old, body)
+            out = merge_patch(copy.deepcopy(old), body)
         elif ptype == STRATEGIC:
             if not isinstance(body, dict):
                 raise KubeError(400, "BadRequest", f"{where}: a strategic merge patch must be "

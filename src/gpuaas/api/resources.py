@@ -16,9 +16,9 @@ from starlette.concurrency import run_in_threadpool
 from gpuaas.api import patching, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
-from gpuaas.api.status import already_exists, conflict, not_found
+from gpuaas.api.status import already_exists, conflict, invalid, not_found
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.errors import AlreadyExists, Conflict, NotFound
+from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
 from gpuaas.vocab import render
@@ -174,6 +174,12 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             if isinstance(name, str) and str(exc).startswith(kind.kind):
                 raise already_exists(kind, name) from exc
             raise
+        except Invalid as exc:
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            if not isinstance(name, str) or not name:
+                raise
+            raise invalid(kind, name, str(exc)) from exc
         return _answer(shape(out), warnings, 201)
 
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
@@ -220,6 +226,8 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             raise not_found(kind, name) from exc
         except Conflict as exc:
             raise conflict(kind, name) from exc
+        except Invalid as exc:
+            raise invalid(kind, name, str(exc)) from exc
         return out
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:

@@ -76,6 +76,22 @@ def conflict(kind: Kind, name: str) -> KubeError:
     )
 
 
+def invalid(kind: Kind, name: str, message: str) -> KubeError:
+    """A refused object in kube-apiserver's form (``Kind.group "name" is invalid: field: why``)
+    with the field as a cause, so kubectl prints ``The Kind "name" is invalid: ...``."""
+    for prefix in (f"{kind.kind} {name}: ", f"{kind.kind} "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+            break
+    field, sep, why = message.partition(": ")
+    cause: dict[str, Any] = {"reason": "FieldValueInvalid", "message": message}
+    if sep and " " not in field:
+        cause = {"reason": "FieldValueInvalid", "message": f"Invalid value: {why}", "field": field}
+    qualified = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
+    info = {"group": kind.group, "kind": kind.kind, "name": name, "causes": [cause]}
+    return KubeError(422, "Invalid", f'{qualified} "{name}" is invalid: {message}', info)
+
+
 def status_doc(
     code: int, message: str, reason: str | None = None, details: dict[str, Any] | None = None
 ) -> dict[str, Any]:

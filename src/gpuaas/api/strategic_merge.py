@@ -171,7 +171,11 @@ def _merge_field(
             original[key] = merged
     elif isinstance(value, list):
         base_list = current if isinstance(current, list) else []
-        original[key] = _merge_list(base_list, value, meta, path)
+        merged_list = _merge_list(base_list, value, meta, path)
+        if merged_list or not value:
+            original[key] = merged_list
+        else:  # emptied by its directives: gone, as Go's omitempty drops an empty list
+            original.pop(key, None)
     else:
         original[key] = value
     return original

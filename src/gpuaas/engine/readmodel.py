@@ -14,6 +14,7 @@ readable.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ class ReadModel:
             rec = self.objects.get(self.key_of(kind, namespace, name))
             if rec is None:
                 raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            return self._shown(kind, rec)
+            # A copy: a caller that edits what it read and writes it back must not have edited
+            # the stored document in place (a replace would then see nothing to change).
+            return copy.deepcopy(self._shown(kind, rec))
 
     def list_objects(
         self, kind: Kind, namespaces: set[str] | None = None
