@@ -142,6 +142,23 @@ def test_server_side_apply_ownership_conflicts_and_force(kube: Kube) -> None:
     assert "configured" in kube.out("apply", "-f", str(other))
     assert "unchanged" in kube.out("apply", "-f", str(other))
 
+    # Server-side dry runs (kubectl diff, --dry-run=server) show a change and make none.
+    rv = kube.out("get", "cq", "ssa-cq", "-o", "jsonpath={.metadata.resourceVersion}")
+    more = _write(
+        kube, "more.yaml", (CQ_YAML % "Hold").replace("nominalQuota: 4", "nominalQuota: 8")
+    )
+    diff = kube.run("diff", "-f", more, check=False)
+    assert diff.returncode == 1 and "+        nominalQuota: 8" in diff.stdout, diff.stderr
+    changed = [ln for ln in diff.stdout.splitlines() if ln[:1] in "+-" and ln[:3] not in "+++---"]
+    assert not [ln for ln in changed if "Workloads" in ln or "conditions" in ln]  # live status
+    assert "(server dry run)" in kube.out("apply", "--dry-run=server", "-f", more)
+    assert "(server dry run)" in kube.out("delete", "cq", "ssa-cq", "--dry-run=server")
+    assert "(server dry run)" in kube.out("create", "-f", _write(kube, "new.yaml",
+                                          (CQ_YAML % "None").replace("ssa-cq", "dry-cq")),
+                                          "--dry-run=server")  # fmt: skip
+    assert kube.out("get", "cq", "ssa-cq", "-o", "jsonpath={.metadata.resourceVersion}") == rv
+    assert "NotFound" in kube.run("get", "cq", "dry-cq", check=False).stderr
+
 
 def test_create_replace_edit_label_annotate(kube: Kube) -> None:
     kube.out("apply", "-f", str(EXAMPLES / "004-jobs/setup.yaml"))

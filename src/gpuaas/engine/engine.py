@@ -604,6 +604,68 @@ class Engine(ReadModel):
                 return self.create(kind, namespace, new)
             return self.replace(kind, namespace, name, new)
 
+    def preview(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str | None,
+        compute: Callable[[JsonDoc | None], JsonDoc],
+        *,
+        create_missing: bool = False,
+    ) -> JsonDoc:
+        """A server-side dry run (``dryRun=All``): the object a create (``name`` None), replace,
+        patch or apply would store, checked as it would be, with nothing written. The core's
+        own refusals after parsing (quota trees) are not previewed."""
+        with self._lock:
+            key = self.key_of(kind, namespace, name) if name is not None else None
+            old = self.objects.get(key) if key is not None else None
+            if old is None and name is not None and not create_missing:
+                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+            doc = compute(copy.deepcopy(old.doc) if old is not None else None)
+            if old is None:
+                doc = generate_name.named(
+                    doc, lambda n: self.key_of(kind, namespace, n) in self.objects
+                )
+            doc = documents.checked(kind, namespace, name, doc)
+            meta = doc["metadata"]
+            if old is None:
+                if self.key_of(kind, namespace, meta["name"]) in self.objects:
+                    raise AlreadyExists(
+                        f"{documents.describe(kind, namespace, meta['name'])} already exists"
+                    )
+                self._check_namespace(kind, namespace)
+                finalizers.on_create(kind, meta["name"], doc)
+                meta.update(creationTimestamp=render.rfc3339(self.clock()), generation=1)
+                meta.pop("resourceVersion", None)
+                doc.pop("status", None)
+            else:
+                old_meta = old.doc["metadata"]
+                want = meta.get("resourceVersion")
+                if want not in (None, "", old_meta.get("resourceVersion")):
+                    raise Conflict(f"{documents.describe(kind, namespace, name or '')}: stale")
+                finalizers.on_update(kind, meta["name"], old.doc, doc)
+                changed = documents.spec_of(doc) != documents.spec_of(old.doc)
+                meta.update(
+                    uid=old_meta.get("uid"),
+                    creationTimestamp=old_meta.get("creationTimestamp"),
+                    generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
+                    resourceVersion=old_meta.get("resourceVersion"),
+                )
+                doc.pop("status", None)
+                if "status" in old.doc:
+                    doc["status"] = old.doc["status"]
+            documents.parse(doc)
+            return self._shown(kind, replace(old, doc=doc)) if old is not None else doc
+
+    def preview_delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
+        """What a DELETE would answer, with nothing deleted (``dryRun=All``)."""
+        with self._lock:
+            key = self.key_of(kind, namespace, name)
+            old = self._existing_unowned(kind, namespace, name, key, "delete")
+            if finalizers.finalizers_of(old.doc) and not finalizers.terminating(old.doc):
+                return finalizers.marked_for_deletion(old.doc, render.rfc3339(self.clock()))
+            return copy.deepcopy(old.doc)
+
     # -- finalizers (engine.finalizers) ---------------------------------------------------------
     def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
         """The last finalizer of a terminating object was removed: it is gone now (a
