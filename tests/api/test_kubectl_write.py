@@ -96,9 +96,12 @@ def test_examples_apply_twice_then_delete(kube: Kube, example: str, tmp_path: Pa
         shutil.copy(p, folder / ("0-" + p.name if p.name == "setup.yaml" else p.name))
     ssa = kube.out("apply", "--server-side", "-f", f"{folder}/")
     assert set(verdicts(ssa)) == {"serverside-applied"}, ssa
-    before = kube.out("get", "cq", "-o", "jsonpath={.items[*].metadata.resourceVersion}")
+    # kubectl moved client-side apply's fields to its server-side managers.
+    managers = kube.out("get", "cq", "-o", "jsonpath={.items[*].metadata.managedFields[*].manager}")
+    assert set(managers.split()) == {"kubectl", "kubectl-last-applied"}
+    before = kube.out("get", "cq", "-o", "json")
     kube.out("apply", "--server-side", "-f", f"{folder}/")
-    assert kube.out("get", "cq", "-o", "jsonpath={.items[*].metadata.resourceVersion}") == before
+    assert kube.out("get", "cq", "-o", "json") == before
     gone = kube.run("delete", "-f", f"{folder}/", "--ignore-not-found", "--timeout=30s").stdout
     assert "deleted" in gone
     assert "No resources found" in kube.run("get", "cq,rf,wpc").stderr

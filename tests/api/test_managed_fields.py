@@ -157,3 +157,14 @@ paths = st.lists(
 @given(paths)
 def test_fieldsv1_round_trips(fields: list[tuple[str, ...]]) -> None:
     assert decode(encode(set(fields))) == set(fields)
+
+
+def test_a_parent_still_holding_applied_fields_is_not_pruned() -> None:
+    """kubectl moves client-side apply's fields (``f:spec: {.: {}, ...}``) to its server-side
+    manager: the ``.`` of ``spec`` is no longer applied, but what is under it still is."""
+    live = managed_fields.record_update(None, cq(cohort="a"), "csa", V, T0, CQ_SCHEMA, True)
+    moved = managed_fields.entries_of(live)
+    moved[0].manager, moved[0].operation = "kubectl", "Apply"
+    live = managed_fields.with_entries(live, moved)
+    out = apply(live, cq(cohort="a"), "kubectl")
+    assert out["spec"] == {"cohort": "a"}

@@ -317,9 +317,12 @@ def record_update(
     now: str,
     schema: JsonDoc,
     has_status: bool,
+    *,
+    base: list[Entry] | None = None,
 ) -> JsonDoc:
-    """``new`` with its managedFields after ``manager``'s Update (create, replace or patch)."""
-    entries = entries_of(old)
+    """``new`` with its managedFields after ``manager``'s Update (create, replace or patch),
+    over ``base`` (what the request set, when it set them) or else ``old``'s entries."""
+    entries = entries_of(old) if base is None else base
     added, removed = changes(_body(old or {}), _body(new), schema, has_status)
     for e in entries:
         if e.manager != manager or e.operation != "Update":
@@ -428,15 +431,15 @@ def apply(
         e.fields.discard(path)
     mine = _find(entries, manager, "Apply")
     previous = mine.fields if mine is not None else set()
-    others: FieldSet = set()
+    kept: FieldSet = set(applied)  # what someone still owns, this apply included
     for e in entries:
         if e is not mine:
-            others |= e.fields
+            kept |= e.fields
     removed: list[Path] = []
     for path in sorted(previous - applied, key=len):  # an item before its fields
         if any(path[: len(r)] == r for r in removed):
             continue  # gone with its item or parent
-        if path not in others and not any(o[: len(path)] == path for o in others):
+        if path not in kept and not any(o[: len(path)] == path for o in kept):
             remove(merged, path, schema)
             removed.append(path)
     if mine is None:

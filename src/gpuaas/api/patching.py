@@ -99,16 +99,14 @@ class Writer:
         """``new`` with ownership recorded as this manager's Update over ``old``."""
         if not isinstance(new, dict):
             return new
-        new = dict(new)
-        if isinstance(new.get("metadata"), dict):
-            new["metadata"] = dict(new["metadata"])
-            # managedFields sent by the client are kept only when they are the stored ones.
-            stored = ((old or {}).get("metadata") or {}).get("managedFields")
-            new["metadata"].pop("managedFields", None)
-            if stored is not None:
-                new["metadata"]["managedFields"] = stored
+        base = None
+        given = (new.get("metadata") or {}).get("managedFields")
+        if isinstance(given, list) and given:
+            # As kube-apiserver: managedFields the request sets replace the stored ones (kubectl
+            # moves client-side apply's fields to its server-side manager so), ``[{}]`` resets.
+            base = [e for e in managed_fields.entries_of(new) if e.fields]
         return managed_fields.record_update(
-            old, new, self.manager, self.api_version, self.now(), self.schema, True
+            old, new, self.manager, self.api_version, self.now(), self.schema, True, base=base
         )
 
     def patch(self, name: str, ptype: str, body: Any, force: bool) -> Compute:
