@@ -56,6 +56,8 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 def _active(e: Engine, name: str) -> tuple[str, str]:
     conditions = e.get(CQ, None, name)["status"]["conditions"]
     active = next(c for c in conditions if c["type"] == "Active")
+    if active["reason"] == "Terminating":  # Kueue's words (pkg/cache/scheduler/clusterqueue.go)
+        assert active["message"] == "Can't admit new workloads; clusterQueue is terminating"
     return active["status"], active["reason"]
 
 
