@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuaas.api import field_types, managed_fields
+from gpuaas.api import field_types, managed_fields, patching
 from gpuaas.api.managed_fields import ApplyConflict, decode, encode, field_set, path_string
 from gpuaas.vocab.kinds import BY_KIND
 
@@ -168,3 +168,10 @@ def test_a_parent_still_holding_applied_fields_is_not_pruned() -> None:
     live = managed_fields.with_entries(live, moved)
     out = apply(live, cq(cohort="a"), "kubectl")
     assert out["spec"] == {"cohort": "a"}
+
+
+@pytest.mark.parametrize("body", [{"metadata": None}, {"metadata": []}, ["not", "an", "object"]])
+def test_a_malformed_body_is_left_for_the_engine_to_refuse(body: Any) -> None:
+    """The engine's checks refuse it naming the field (422); ownership never raises first."""
+    writer = patching.Writer(CQ, "v1beta2", "m", lambda: T0)
+    assert writer.updated(None, body) == body

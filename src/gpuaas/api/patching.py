@@ -97,8 +97,8 @@ class Writer:
 
     def updated(self, old: JsonDoc | None, new: JsonDoc) -> JsonDoc:
         """``new`` with ownership recorded as this manager's Update over ``old``."""
-        if not isinstance(new, dict):
-            return new
+        if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
+            return new  # refused by the engine's checks, with the field named
         base = None
         given = (new.get("metadata") or {}).get("managedFields")
         if isinstance(given, list) and given:
@@ -145,6 +145,8 @@ class Writer:
         for field in ("apiVersion", "kind"):
             if not body.get(field):
                 raise KubeError(400, "BadRequest", f"{field} must be set in an applied object")
+        if not isinstance(body.get("metadata", {}), dict):
+            raise KubeError(400, "BadRequest", "metadata must be an object in an applied object")
         try:
             return managed_fields.apply(
                 old, body, self.manager, self.api_version, self.now(), self.schema, True,

@@ -8,6 +8,7 @@ object; ``status_response`` shapes any error. No state, no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -79,10 +80,10 @@ def conflict(kind: Kind, name: str) -> KubeError:
 def invalid(kind: Kind, name: str, message: str) -> KubeError:
     """A refused object in kube-apiserver's form (``Kind.group "name" is invalid: field: why``)
     with the field as a cause, so kubectl prints ``The Kind "name" is invalid: ...``."""
-    for prefix in (f"{kind.kind} {name}: ", f"{kind.kind} "):
-        if message.startswith(prefix):
-            message = message[len(prefix) :]
-            break
+    # The engine names the object first (``Kind ns/name: ``); the Status names it already.
+    named = re.match(rf"{re.escape(kind.kind)} (?:[^ /]+/)?{re.escape(name)}: ", message)
+    if named:
+        message = message[named.end() :]
     field, sep, why = message.partition(": ")
     cause: dict[str, Any] = {"reason": "FieldValueInvalid", "message": message}
     if sep and " " not in field:
