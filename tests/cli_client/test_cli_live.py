@@ -8,8 +8,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,28 +55,50 @@ def test_seed_demo_through_the_cli(live: ServerProcess, tmp_path: Path) -> None:
     code, out = run(env, "get", "cq")
     assert out.splitlines()[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS", "ADMITTED",
                                            "WORKLOADS"]  # fmt: skip
+    assert run(env, "apply", "-f", str(SEED / "team-b-job.yaml"))[0] == 0
     watcher = subprocess.Popen(
         [sys.executable, "-m", "gpuaas.cli.kubectl", "get", "workload", "-A", "-w"],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )  # fmt: skip
+    lines: list[list[str]] = []
+    got = threading.Condition()
+
+    def read() -> None:
+        assert watcher.stdout is not None
+        for raw in watcher.stdout:
+            if raw.strip():
+                with got:
+                    lines.append(raw.split())
+                    got.notify_all()
+
+    def wait_for(pred: Callable[[], bool]) -> bool:
+        # Waits on the stream itself (not a fixed sleep), so a loaded machine only makes it slower.
+        with got:
+            return got.wait_for(pred, timeout=60)
+
+    def b_states() -> list[str]:
+        return [ln[-2] for ln in lines[1:] if len(ln) > 2 and ln[1] == "team-b-job"]
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(1.5)
-        assert run(env, "apply", "-f", str(SEED / "team-b-job.yaml"))[0] == 0
-        time.sleep(0.5)
+        # The watch lists what exists first, so seeing team-b admitted also says it is established.
+        assert wait_for(lambda: "True" in b_states()), lines
         assert run(env, "apply", "-f", str(SEED / "team-a-job.yaml"))[0] == 0
         code, out = run(env, "get", "wl", "-A")
         rows = {ln.split()[1]: ln.split() for ln in out.splitlines()[1:]}
         assert out.splitlines()[0].split()[:5] == ["NAMESPACE", "NAME", "QUEUE", "RESERVED", "IN"]
         assert rows["team-a-job"][4] == "True" and rows["team-b-job"][3] == "False"
-        time.sleep(1.0)
+        assert wait_for(lambda: b_states()[-1:] == ["False"]), lines
     finally:
         os.killpg(watcher.pid, signal.SIGTERM)
-        streamed, _ = watcher.communicate(timeout=10)
-    lines = [ln.split() for ln in streamed.splitlines() if ln.strip()]
+        watcher.wait(timeout=10)
+        reader.join(timeout=10)
+        if watcher.stdout is not None:
+            watcher.stdout.close()
     assert lines[0][:2] == ["NAMESPACE", "NAME"]
-    b_states = [ln[-2] for ln in lines[1:] if ln[1] == "team-b-job"]
-    assert "True" in b_states and b_states[-1] == "False"  # admitted, then preempted, live
+    assert "True" in b_states() and b_states()[-1] == "False"  # admitted, then preempted, live
     code, out = run(env, "describe", "workload", "team-b-job", "-n", "team-b")
     assert code == 0 and "Preempted to accommodate a workload (UID: " in out
     assert "team-a-job" not in out  # the preemptor is named by its UIDs only
@@ -86,8 +109,14 @@ def test_seed_demo_through_the_cli(live: ServerProcess, tmp_path: Path) -> None:
     assert "podSetAssignments" in out
     code, out = run(env, "delete", "job", "team-a-job", "-n", "team-a")
     assert code == 0 and "deleted" in out
-    code, out = run(env, "get", "wl", "-n", "team-b")
-    assert out.splitlines()[1].split()[3] == "True"  # readmitted
+    # Readmitted once Kueue's 1 s requeue batch returns it to its queue: poll for it, never sleep.
+    deadline = time.monotonic() + 60
+    while True:
+        code, out = run(env, "get", "wl", "-n", "team-b")
+        if out.splitlines()[1].split()[3] == "True" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert out.splitlines()[1].split()[3] == "True", out  # readmitted
 
 
 def test_tokens_and_errors(live: ServerProcess, tmp_path: Path) -> None:
