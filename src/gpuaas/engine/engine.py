@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 _NS_LABEL = "kubernetes.io/metadata.name"
 REQUEUE_BATCH_SECONDS = 1.0  # Kueue's requeueBatchPeriod
+_WRITE_TRIES = 5  # reads and computes of one patch while others keep writing the object
 _OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a safety bound
 
 
@@ -590,19 +591,33 @@ class Engine(ReadModel):
         *,
         create_missing: bool = False,
     ) -> JsonDoc:
-        """Read, compute and write as one step under the lock: ``compute`` gets a copy of the
-        stored object (None if there is none) and returns the new one, which is then created or
-        replaced as a PUT would be. Patches and server-side apply go through here, so no other
-        write comes between what they read and what they write."""
-        with self._lock:
-            key = self.key_of(kind, namespace, name)
-            old = self.objects.get(key)
-            if old is None and not create_missing:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            new = compute(copy.deepcopy(old.doc) if old is not None else None)
-            if old is None:
-                return self.create(kind, namespace, new)
-            return self.replace(kind, namespace, name, new)
+        """Read, compute and write as kube-apiserver's GuaranteedUpdate does: ``compute`` gets a
+        copy of the stored object (None if there is none) and returns the new one, which is
+        created, or replaced on the condition that nothing wrote the object meanwhile (its
+        resourceVersion); if something did, it reads and computes again. Patches and
+        server-side apply go through here; the commit is waited for outside the lock."""
+        for _ in range(_WRITE_TRIES):
+            with self._lock:
+                old = self.objects.get(self.key_of(kind, namespace, name))
+                if old is None and not create_missing:
+                    raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+                new = compute(copy.deepcopy(old.doc) if old is not None else None)
+            seen = old.doc["metadata"].get("resourceVersion") if old is not None else None
+            meta = new.get("metadata") if isinstance(new, dict) else None
+            asked = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            try:
+                if old is None:
+                    return self.create(kind, namespace, new)
+                if isinstance(meta, dict) and asked in (None, "", seen):
+                    new = {**new, "metadata": {**meta, "resourceVersion": seen}}
+                return self.replace(kind, namespace, name, new)
+            except Conflict:
+                if asked not in (None, "", seen):
+                    raise  # the request's own precondition failed: the client must retry
+            except AlreadyExists:
+                if old is not None or not create_missing:
+                    raise
+        raise Conflict(f"{documents.describe(kind, namespace, name)}: written by others meanwhile")
 
     def preview(
         self,
