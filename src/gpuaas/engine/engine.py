@@ -28,7 +28,7 @@ from gpuaas.core.decisions import Decision
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import documents, finalizers, generate_name, persisted, status
+from gpuaas.engine import documents, dry_run, finalizers, generate_name, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
@@ -628,58 +628,12 @@ class Engine(ReadModel):
         *,
         create_missing: bool = False,
     ) -> JsonDoc:
-        """A server-side dry run (``dryRun=All``): the object a create (``name`` None), replace,
-        patch or apply would store, checked as it would be, with nothing written. The core's
-        own refusals after parsing (quota trees) are not previewed."""
-        with self._lock:
-            key = self.key_of(kind, namespace, name) if name is not None else None
-            old = self.objects.get(key) if key is not None else None
-            if old is None and name is not None and not create_missing:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            doc = compute(copy.deepcopy(old.doc) if old is not None else None)
-            if old is None:
-                doc = generate_name.named(
-                    doc, lambda n: self.key_of(kind, namespace, n) in self.objects
-                )
-            doc = documents.checked(kind, namespace, name, doc)
-            meta = doc["metadata"]
-            if old is None:
-                if self.key_of(kind, namespace, meta["name"]) in self.objects:
-                    raise AlreadyExists(
-                        f"{documents.describe(kind, namespace, meta['name'])} already exists"
-                    )
-                self._check_namespace(kind, namespace)
-                finalizers.on_create(kind, meta["name"], doc)
-                meta.update(creationTimestamp=render.rfc3339(self.clock()), generation=1)
-                meta.pop("resourceVersion", None)
-                doc.pop("status", None)
-            else:
-                old_meta = old.doc["metadata"]
-                want = meta.get("resourceVersion")
-                if want not in (None, "", old_meta.get("resourceVersion")):
-                    raise Conflict(f"{documents.describe(kind, namespace, name or '')}: stale")
-                finalizers.on_update(kind, meta["name"], old.doc, doc)
-                changed = documents.spec_of(doc) != documents.spec_of(old.doc)
-                meta.update(
-                    uid=old_meta.get("uid"),
-                    creationTimestamp=old_meta.get("creationTimestamp"),
-                    generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
-                    resourceVersion=old_meta.get("resourceVersion"),
-                )
-                doc.pop("status", None)
-                if "status" in old.doc:
-                    doc["status"] = old.doc["status"]
-            documents.parse(doc)
-            return self._shown(kind, replace(old, doc=doc)) if old is not None else doc
+        """A server-side dry run (``dryRun=All``) of a create, replace, patch or apply."""
+        return dry_run.preview(self, kind, namespace, name, compute, create_missing)
 
     def preview_delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
         """What a DELETE would answer, with nothing deleted (``dryRun=All``)."""
-        with self._lock:
-            key = self.key_of(kind, namespace, name)
-            old = self._existing_unowned(kind, namespace, name, key, "delete")
-            if finalizers.finalizers_of(old.doc) and not finalizers.terminating(old.doc):
-                return finalizers.marked_for_deletion(old.doc, render.rfc3339(self.clock()))
-            return copy.deepcopy(old.doc)
+        return dry_run.preview_delete(self, kind, namespace, name)
 
     # -- finalizers (engine.finalizers) ---------------------------------------------------------
     def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
@@ -695,22 +649,7 @@ class Engine(ReadModel):
         return self._commit(batch)
 
     def _release_finalizers(self, now: float, batch: _Batch) -> None:
-        """Kueue's controllers: drop ``resource-in-use`` from deleted objects no longer used,
-        and remove those left with no finalizer."""
-        for key in sorted(self.terminating, key=str):
-            rec = self.objects.get(key)
-            kind = self._kind_of(key)
-            if rec is None or kind is None or kind.kind not in finalizers.GUARDED:
-                continue
-            doc = finalizers.released(self._cluster, kind.kind, key.name, rec.doc)
-            if doc is None:
-                continue
-            if finalizers.finalizers_of(doc):
-                rv = self._next_rv()
-                doc["metadata"]["resourceVersion"] = str(rv)
-                self._put(batch, replace(rec, rv=rv, doc=doc), "MODIFIED")
-            else:
-                self._delete_one(batch, key, now)
+        finalizers.release(self, batch, now)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
         with self._lock:
@@ -739,16 +678,7 @@ class Engine(ReadModel):
     def _mark_deleted(
         self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
     ) -> tuple[JsonDoc, Future[None]]:
-        """A DELETE of an object with finalizers: Terminating until they are removed. Called
-        under the lock; a terminating ClusterQueue stops admitting at once, as in Kueue."""
-        rv = self._next_rv()
-        doc = finalizers.marked_for_deletion(old.doc, render.rfc3339(now))
-        doc["metadata"]["resourceVersion"] = str(rv)
-        self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
-        if kind.kind == "ClusterQueue":
-            self._cluster.delete("ClusterQueue", None, old.key.name, now)
-        self._settle(now, batch)
-        return doc, self._commit(batch)
+        return finalizers.mark_deleted(self, kind, old, now, batch)
 
     def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
         kind = self._kind_of(key)

@@ -13,18 +13,25 @@ AdmissionCheck while no ClusterQueue names it, a ClusterQueue once no workload h
 nothing new: the core's ``Cluster.delete`` marks it so. A terminating flavor or check stays in the
 core, as in Kueue's cache, until the object is gone.
 
-Pure functions over documents plus ``in_use``, which reads the core Cluster the engine hands in;
-the engine calls them under its lock and writes what they return.
+Functions over documents plus ``in_use``, which reads the core Cluster, and two engine steps
+(``release``, ``mark_deleted``) that the engine runs under its lock, as ``engine.status`` does.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.engine.errors import Invalid
+from gpuaas.store import ObjectRecord
+from gpuaas.vocab import render
 from gpuaas.vocab.kinds import Kind
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import Engine, _Batch
 
 JsonDoc = dict[str, Any]
 
@@ -132,3 +139,37 @@ def released(cluster: Cluster, kind: str, name: str, doc: JsonDoc) -> JsonDoc | 
     if not out["metadata"]["finalizers"]:
         del out["metadata"]["finalizers"]
     return out
+
+
+def release(engine: Engine, batch: _Batch, now: float) -> None:
+    """Kueue's controllers, before each settle: drop ``resource-in-use`` from deleted objects
+    no longer used, and remove those left with no finalizer."""
+    for key in sorted(engine.terminating, key=str):
+        rec = engine.objects.get(key)
+        kind = engine._kind_of(key)
+        if rec is None or kind is None or kind.kind not in GUARDED:
+            continue
+        doc = released(engine._cluster, kind.kind, key.name, rec.doc)
+        if doc is None:
+            continue
+        if finalizers_of(doc):
+            rv = engine._next_rv()
+            doc["metadata"]["resourceVersion"] = str(rv)
+            engine._put(batch, replace(rec, rv=rv, doc=doc), "MODIFIED")
+        else:
+            engine._delete_one(batch, key, now)
+
+
+def mark_deleted(
+    engine: Engine, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
+) -> tuple[JsonDoc, Future[None]]:
+    """A DELETE of an object with finalizers: Terminating until they are removed. A terminating
+    ClusterQueue stops admitting at once, as in Kueue; the caller waits for the commit."""
+    rv = engine._next_rv()
+    doc = marked_for_deletion(old.doc, render.rfc3339(now))
+    doc["metadata"]["resourceVersion"] = str(rv)
+    engine._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+    if kind.kind == "ClusterQueue":
+        engine._cluster.delete("ClusterQueue", None, old.key.name, now)
+    engine._settle(now, batch)
+    return doc, engine._commit(batch)
