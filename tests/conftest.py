@@ -66,14 +66,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _children_at_start.update(p.pid for p in _children())
 
 
-def _orphaned_pods() -> list[psutil.Process]:
+def _orphaned_pods(basetemp: str | None) -> list[psutil.Process]:
     """Pods started during this session that outlived their server: a server killed by a test
     leaves its pods reparented to init, out of reach of the children check, so they are found
-    by the GPUAAS_POD_UID every pod carries."""
+    by the GPUAAS_POD_UID every pod carries. Only pods of this session's servers count (their
+    data dirs are under its ``basetemp``): the machine is shared, and a pod of someone else's
+    server is not ours to stop."""
     found = []
     for p in psutil.process_iter(["create_time"]):
         try:
             if p.info["create_time"] < _session_started or p.pid == os.getpid():
+                continue
+            if basetemp is not None and not any(basetemp in a for a in p.cmdline()):
                 continue
             if "GPUAAS_POD_UID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
                 found.append(p)
@@ -87,7 +91,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     deadline = time.monotonic() + 2.0
     leftovers = [p for p in _children() if p.pid not in _children_at_start]
     seen = {p.pid for p in leftovers}
-    leftovers += [p for p in _orphaned_pods() if p.pid not in seen]
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = str(factory.getbasetemp()) if factory is not None else None
+    leftovers += [p for p in _orphaned_pods(basetemp) if p.pid not in seen]
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.1)
         leftovers = [p for p in leftovers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -30,8 +30,10 @@ from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.api.draining import Draining, DrainingServer
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
+from gpuaas.engine.checks import CheckDispatcher
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
+from gpuaas.engine.multikueue.controller import MultiKueueController, MultiKueueOptions
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
@@ -45,6 +47,7 @@ from gpuaas.vocab.kinds import NAMESPACE
 
 _T = TypeVar("_T")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kueue-system")
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 POLL_INTERVAL = 0.05  # seconds between runtime polls
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,10 @@ class ServerOptions:
     ray_nodes: Path | None = None  # --runtime ray: taints per Ray node (YAML)
     telemetry_interval: float = 15.0
     watch_history: int = 1_000_000  # changes back a watch may start (older: 410 Expired)
+    multikueue_namespace: str = "kueue-system"  # Kueue's namespace: workers' kubeconfig Secrets
+    worker_lost_timeout: float = 900.0  # Kueue's multiKueue.workerLostTimeout (15 min)
+    multikueue_dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    multikueue_origin: str = "multikueue"  # the origin label's value on this hub's copies
 
     @property
     def store_url(self) -> str:
@@ -99,6 +106,7 @@ class Server:
     app: FastAPI
     admin_token_path: Path
     lock: DataDirLock | None = None
+    multikueue: MultiKueueController | None = None  # its thread starts with the ticking
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _ticker: threading.Thread | None = field(default=None, init=False)
 
@@ -106,12 +114,16 @@ class Server:
         """Schedule every ``tick`` seconds on a thread; with a runtime, poll its pods between."""
         self._ticker = threading.Thread(target=self._tick_loop, name="gpuaas-tick", daemon=True)
         self._ticker.start()
+        if self.multikueue is not None:
+            self.multikueue.start(self.engine)
 
     def close(self) -> None:
         """Stop ticking, stop every pod (graceful server stop), then telemetry, engine, store."""
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
+        if self.multikueue is not None:
+            self.multikueue.close()
         if self.bridge is not None:
             self.bridge.shutdown()
         self.telemetry.close()
@@ -207,6 +219,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
             gpus=node.gpus,
             interval_seconds=options.telemetry_interval,
             owners=bridge.gpu_owners if bridge is not None else None,  # under the bridge's lock
+            pod_cpu=bridge.pod_cpu if bridge is not None else None,  # GPU load without NVML
             simulated_gpus=node.gpu_source == "fake" or node.gpu_source.startswith("none:"),
         )
     except (StoreError, UsageStoreError) as exc:
@@ -229,7 +242,19 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
         watch_history=options.watch_history,
     )
     say(f"admin token: {token_path}")
-    return Server(options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock)
+    # 5. MultiKueue's admission check controller (its remote I/O runs on its own thread).
+    multikueue = MultiKueueController(
+        MultiKueueOptions(
+            namespace=options.multikueue_namespace,
+            worker_lost_timeout=options.worker_lost_timeout,
+            dispatcher=options.multikueue_dispatcher,
+            origin=options.multikueue_origin,
+        )
+    )
+    engine.add_observer(CheckDispatcher({MULTIKUEUE: multikueue}))
+    return Server(
+        options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock, multikueue
+    )
 
 
 def ensure_namespaces(engine: Engine) -> None:

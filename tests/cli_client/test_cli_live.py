@@ -53,8 +53,11 @@ def test_seed_demo_through_the_cli(live: ServerProcess, tmp_path: Path) -> None:
     code, out = run(env, "apply", "-f", str(SEED / "setup.yaml"))
     assert "unchanged" in out and code == 0
     code, out = run(env, "get", "cq")
-    assert out.splitlines()[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS", "ADMITTED",
-                                           "WORKLOADS"]  # fmt: skip
+    # The server's Table: Kueue's CRD puts Admitted Workloads at priority 1 (-o wide).
+    assert out.splitlines()[0].split() == ["NAME", "COHORT", "PENDING", "WORKLOADS"]
+    code, out = run(env, "get", "cq", "-o", "wide")
+    assert out.splitlines()[0].split() == ["NAME", "COHORT", "STRATEGY", "PENDING", "WORKLOADS",
+                                           "ADMITTED", "WORKLOADS"]  # fmt: skip
     assert run(env, "apply", "-f", str(SEED / "team-b-job.yaml"))[0] == 0
     watcher = subprocess.Popen(
         [sys.executable, "-m", "gpuaas.cli.kubectl", "get", "workload", "-A", "-w"],

@@ -71,6 +71,36 @@ def test_full_document_and_round_trip() -> None:
     assert parse_configuration(cfg.to_dict()) == cfg
 
 
+def test_idle_eviction_back_off_defaults_follow_kueue_and_can_be_set() -> None:
+    rule = parse_configuration(doc({"hoarding": [{"action": "Evict"}]})).rule_for("cq")
+    assert rule is not None
+    # Kueue's requeuingStrategy defaults (60 s base, 1 h max); 3 idle requeues, then deactivated
+    assert (rule.backoff_limit_count, rule.backoff_base_seconds, rule.backoff_max_seconds) == (
+        3,
+        60.0,
+        3600.0,
+    )
+    spec = {
+        "hoarding": [
+            {
+                "action": "Evict",
+                "backoffLimitCount": 0,
+                "backoffBaseSeconds": 30,
+                "backoffMaxSeconds": 300,
+            }
+        ]
+    }
+    cfg = parse_configuration(doc(spec))
+    rule = cfg.rule_for("cq")
+    assert rule is not None
+    assert (rule.backoff_limit_count, rule.backoff_base_seconds, rule.backoff_max_seconds) == (
+        0,
+        30.0,
+        300.0,
+    )
+    assert parse_configuration(cfg.to_dict()) == cfg
+
+
 def test_empty_hoarding_list_watches_nothing() -> None:
     assert parse_configuration(doc({"hoarding": []})).rule_for("cq") is None
 
@@ -118,6 +148,26 @@ def test_empty_hoarding_list_watches_nothing() -> None:
         ),
         (doc({"telemetry": {"collector": "dcgm"}}), "spec.telemetry.collector", "must be one of"),
         (doc({"tiers": {"gold": [1]}}), "spec.tiers.gold", "list of non-empty names"),
+        (
+            doc({"hoarding": [{"backoffLimitCount": -1}]}),
+            "spec.hoarding[0].backoffLimitCount",
+            "integer 0 or more",
+        ),
+        (
+            doc({"hoarding": [{"backoffLimitCount": 2.5}]}),
+            "spec.hoarding[0].backoffLimitCount",
+            "integer 0 or more",
+        ),
+        (
+            doc({"hoarding": [{"backoffBaseSeconds": 0}]}),
+            "spec.hoarding[0].backoffBaseSeconds",
+            "greater than 0",
+        ),
+        (
+            doc({"hoarding": [{"backoffBaseSeconds": 120, "backoffMaxSeconds": 60}]}),
+            "spec.hoarding[0].backoffMaxSeconds",
+            "at least backoffBaseSeconds (120)",
+        ),
     ],
 )
 def test_errors_name_object_field_reason(document: dict[str, Any], field: str, reason: str) -> None:

@@ -167,6 +167,7 @@ def test_renderers() -> None:
         "cpu_core_hours": "12.0",
         "memory_gb_hours": "96.0",
         "cost_USD": "8.46",
+        "wasted_gpu_hours": "0.0",
     }
     data = json.loads(render_usage(rows, GroupBy.NAMESPACE, "json"))
     assert data["by"] == "namespace" and data["rows"][0]["gpuHours"] == 1.0

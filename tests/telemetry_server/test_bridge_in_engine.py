@@ -34,6 +34,7 @@ from gpuaas.store import open_store
 from gpuaas.telemetry import GroupBy, SqliteUsageStore
 from gpuaas.telemetry.metrics import build_registry, render
 from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION
+from gpuaas.vocab.render import rfc3339
 
 T0 = 1_700_000_000.0
 
@@ -117,7 +118,9 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     # reserved tier: flagged (condition, event, metric), never evicted
     assert conditions(e, "team-a/serve")["GPUIdle"] == ("True", "IdleGPU")
     assert wl(e, "team-a/serve").admission_count == 1
-    (row,) = bridge.offenders(clock.t)
+    # the flagged holder first, then the one evicted for it (below)
+    row, evicted_row = bridge.offenders(clock.t)
+    assert evicted_row.workload == "notebook"
     assert (row.namespace, row.workload, row.action.value, row.state) == (
         "team-a",
         "serve",
@@ -125,18 +128,33 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
         "Flagged",
     )
     assert row.wasted_gpu_hours == pytest.approx(600 / 3600)
-    # best-effort tier: evicted with reason IdleGPU and requeued like a preemption
+    # best-effort tier: evicted with reason IdleGPU and requeued with Kueue's back-off (60 s
+    # after its first idle eviction), ordered by its eviction time
     nb = conditions(e, "team-b/notebook")
     assert nb["Requeued"] == ("True", "IdleGPU")
-    # readmitted at once (its quota was free): Evicted flips back, keeping what happened
-    evicted = wl(e, "team-b/notebook").conditions["Evicted"]
-    assert (evicted.status, evicted.reason) == ("False", "QuotaReserved")
-    assert evicted.message.startswith("Previously: evicted: 2 idle GPU(s) held for 600s")
+    assert nb["Evicted"] == ("True", "IdleGPU")
+    assert (
+        wl(e, "team-b/notebook")
+        .conditions["Evicted"]
+        .message.startswith("evicted: 2 idle GPU(s) held for 600s")
+    )
+    assert "idle eviction 1, requeued after 60s back-off" in (
+        wl(e, "team-b/notebook").conditions["Evicted"].message
+    )
     assert nb["GPUIdle"] == ("False", "GPUsReleased")
     st = wl(e, "team-b/notebook")
-    assert st.requeue_count == 1 and st.admission_count == 2  # its quota was free again
+    assert st.phase == Phase.PENDING and st.requeue_at == T0 + 660
+    assert st.requeue_count == 1 and st.admission_count == 1 and st.requeue_state_count == 1
     assert not st.ever_preempted and st.preempted_by is None  # not a preemption
     assert "GPUIdle" not in conditions(e, "team-a/train")  # busy: never flagged
+    rows = {r.workload: r for r in bridge.offenders(clock.t)}
+    backing_off = rows["notebook"]
+    assert (backing_off.state, backing_off.idle_evictions, backing_off.requeue_at) == (
+        "BackingOff",
+        1,
+        T0 + 660,
+    )
+    assert (rows["serve"].state, rows["serve"].idle_evictions) == ("Flagged", 0)
     e.committer.submit([]).result(timeout=30)  # tick commits in the background: let it land
     reasons = [(ev.reason, ev.object) for ev in e.events(namespace="team-b")]
     assert ("EvictedDueToIdleGPU", "Workload team-b/notebook") in reasons
@@ -146,22 +164,35 @@ def test_idle_best_effort_is_evicted_with_reason_idle_gpu_and_reserved_is_only_f
     ]
     counters = bridge.counters.values()
     assert counters.evicted == {("team-b-cq", "IdleGPU", "", ""): 1}
-    assert counters.quota_reserved[("team-b-cq", "")] == 2
-    # the persisted Workload status carries the conditions
+    assert counters.quota_reserved[("team-b-cq", "")] == 1
+    # the persisted Workload status carries the conditions and Kueue's requeueState
     doc = e.get(BY_KIND["Workload"], "team-b", "notebook")
     by_type = {c["type"]: c for c in doc["status"]["conditions"]}
     assert by_type["Requeued"]["reason"] == "IdleGPU"
     assert by_type["GPUIdle"]["reason"] == "GPUsReleased"
+    assert doc["status"]["requeueState"]["count"] == 1
+    assert doc["status"]["requeueState"]["requeueAt"] == rfc3339(T0 + 660)
     serve = e.get(BY_KIND["Workload"], "team-a", "serve")["status"]["conditions"]
     assert {c["type"]: c["reason"] for c in serve}["GPUIdle"] == "IdleGPU"
 
-    # readmitted and still idle: a fresh window from the first sample after readmission
-    # (T0 + 615), so evicted again at T0 + 1215
-    run_until(e, clock, T0 + 1200)
-    assert wl(e, "team-b/notebook").admission_count == 2
-    clock.t = T0 + 1215
+    # its quota is free, yet it stays out until the back-off ends
+    run_until(e, clock, T0 + 645)
+    assert wl(e, "team-b/notebook").phase == Phase.PENDING
+    clock.t = T0 + 660
     e.tick()
-    assert wl(e, "team-b/notebook").admission_count == 3
+    assert wl(e, "team-b/notebook").admission_count == 2
+    # the back-off is over: requeueState keeps the count, no longer a requeueAt
+    state = e.get(BY_KIND["Workload"], "team-b", "notebook")["status"]["requeueState"]
+    assert state == {"count": 1}
+    # readmitted and still idle: a fresh window from the first sample after readmission
+    # (T0 + 675), so evicted again at T0 + 1275, now for 120 s
+    run_until(e, clock, T0 + 1260)
+    assert wl(e, "team-b/notebook").phase == Phase.ADMITTED
+    clock.t = T0 + 1275
+    e.tick()
+    st = wl(e, "team-b/notebook")
+    assert st.phase == Phase.PENDING and st.requeue_at == T0 + 1275 + 120
+    assert st.requeue_state_count == 2
     assert bridge.counters.values().evicted[("team-b-cq", "IdleGPU", "", "")] == 2
 
 

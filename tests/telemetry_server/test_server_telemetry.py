@@ -236,6 +236,9 @@ def test_metrics_usage_and_hoarding_through_the_server_and_cli(
     out = cli(srv, tmp_path, "get", "hoarding")
     assert out.returncode == 0, out.stderr
     assert "prod" in out.stdout and "Notify" in out.stdout and "Flagged" in out.stdout
+    header, prod_line = out.stdout.splitlines()[0].split(), out.stdout.splitlines()[1].split()
+    assert header[-2:] == ["IDLE-EVICTIONS", "STATE"]
+    assert prod_line[-2:] == ["0", "Flagged"]  # Notify never evicts
 
     # 5. the chargeback report against hand-computed totals from the server's event times
     until = t_preempt + 100.0
@@ -248,6 +251,9 @@ def test_metrics_usage_and_hoarding_through_the_server_and_cli(
     assert rows["team-b"]["gpuHours"] == pytest.approx(round(dev_h, 4), abs=1e-4)
     assert rows["team-a"]["gpuHours"] == pytest.approx(round(prod_h, 4), abs=1e-4)
     assert rows["team-a"]["cost"] == pytest.approx(round(prod_h * 2.5, 4), abs=1e-4)
+    # prod was flagged idle: its idle GPU time counts as wasted, within its GPU-hours; dev never
+    assert 0 < rows["team-a"]["wastedGPUHours"] <= rows["team-a"]["gpuHours"]
+    assert rows["team-b"]["wastedGPUHours"] == 0
     with srv.client() as c:
         exact = c.get(
             "/apis/gpuaas.dev/v1alpha1/usage", params={"until": repr(until), "by": "namespace"}
@@ -258,12 +264,20 @@ def test_metrics_usage_and_hoarding_through_the_server_and_cli(
     out = cli(srv, tmp_path, "report", "usage", "--by", "flavor", "-o", "csv")
     assert out.returncode == 0, out.stderr
     table = list(csv.reader(io.StringIO(out.stdout)))
-    assert table[0] == ["flavor", "gpu_hours", "cpu_core_hours", "memory_gb_hours", "cost_EUR"]
-    assert table[1][0] == "h100"
+    assert table[0] == [
+        "flavor",
+        "gpu_hours",
+        "cpu_core_hours",
+        "memory_gb_hours",
+        "cost_EUR",
+        "wasted_gpu_hours",
+    ]
+    assert table[1][0] == "h100" and float(table[1][5]) > 0
     out = cli(srv, tmp_path, "report", "usage", "--by", "team")
     assert out.returncode == 1 and "--by: unknown 'team'" in out.stderr
     out = cli(srv, tmp_path, "report", "usage")
     assert out.returncode == 0 and "TOTAL" in out.stdout and "team-a" in out.stdout
+    assert out.stdout.splitlines()[0].split()[-1] == "WASTED-GPU-HOURS"
 
     # 6. the GPUs are declared (--fake-gpus): `auto` samples them with the simulated collector
     #    and never tries NVML, so nothing in the log talks about it

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuaas.cli import printers
+from gpuaas.api import tables
+from gpuaas.cli.reading import table_lines
 from gpuaas.core.manifests import parse_object
 from gpuaas.core.objects import Workload
 from gpuaas.core.state import Admission, Condition, Phase, PodSetAssignment, WorkloadState
@@ -110,15 +111,18 @@ def test_memory_text(value: int, text: str) -> None:
 
 
 def test_printer_columns_are_kuberays_and_the_dashboard() -> None:
+    """The server's Table (KubeRay's printer columns, then the dashboard), as ``gpuaas get``
+    lays it out."""
     kind = BY_KIND["RayCluster"]
     ready = {**DOC, "status": ray_cluster_status(_state(Phase.ADMITTED), UP)}
     suspended = {**DOC, "status": ray_cluster_status(_state(Phase.PENDING), None)}
-    head = printers.header(kind, all_ns=True, wide=False)
-    assert head == ["NAMESPACE", "NAME", "DESIRED WORKERS", "AVAILABLE WORKERS", "CPUS",
-                    "MEMORY", "GPUS", "STATUS", "AGE", "DASHBOARD"]  # fmt: skip
-    rows = printers.rows(kind, [ready, suspended], all_ns=True, wide=False)
-    assert [r[:8] + r[9:] for r in rows] == [
+    table = tables.table(kind, "v1", [ready, suspended])
+    lines = table_lines(table, wide=False, all_ns=True)
+    assert lines[0] == ["NAMESPACE", "NAME", "DESIRED WORKERS", "AVAILABLE WORKERS", "CPUS",
+                        "MEMORY", "GPUS", "STATUS", "AGE", "DASHBOARD"]  # fmt: skip
+    assert [r[:8] + r[9:] for r in lines[1:]] == [
         ["team-b", "raycluster-dev", "2", "2", "6", "16G", "0", "ready", "http://127.0.0.1:8265"],
         ["team-b", "raycluster-dev", "2", "", "6", "16G", "0", "suspended", ""],
     ]
-    assert "HEAD POD IP" in printers.header(kind, all_ns=False, wide=True)
+    wide = table_lines(table, wide=True, all_ns=False)[0]
+    assert "HEAD POD IP" in wide and "HEAD SERVICE IP" in wide and "TPUS" in wide

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 
 from gpuaas import __version__
 from gpuaas.api import (
+    access,
     dashboard_routes,
     discovery,
     events,
@@ -24,7 +25,9 @@ from gpuaas.api import (
     kube_openapi,
     logs_routes,
     metrics_routes,
+    nodes,
     nodes_routes,
+    pods,
     resources,
     visibility,
 )
@@ -113,4 +116,7 @@ def create_app(
     metrics_routes.install(app)
     logs_routes.install(app)
     nodes_routes.install(app)
+    pods.install(app)
+    nodes.install(app)
+    access.install(app)
     return app

@@ -28,6 +28,8 @@ _AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryL
 EXTRA_GROUPS: dict[str, tuple[str, ...]] = {
     "events.k8s.io": ("v1",),
     "visibility.kueue.x-k8s.io": ("v1beta1",),
+    "authorization.k8s.io": ("v1",),
+    "authentication.k8s.io": ("v1",),
 }
 
 
@@ -58,6 +60,33 @@ def _event_resources(group: str) -> list[JsonDoc]:
             "shortNames": ["ev"],
         }
     ]
+
+
+def _runtime_resources() -> list[JsonDoc]:
+    """``pods`` and ``nodes`` (read only, made from the runtime) as kube-apiserver lists them."""
+    return [
+        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node",
+         "verbs": list(READ_ONLY_VERBS), "shortNames": ["no"]},
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+         "verbs": list(READ_ONLY_VERBS), "shortNames": ["po"], "categories": ["all"]},
+        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
+         "verbs": ["get"]},
+        {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod",
+         "verbs": ["get"]},
+    ]  # fmt: skip
+
+
+def _review_resources(group: str) -> list[JsonDoc]:
+    """The self-reviews ``kubectl auth can-i`` and ``kubectl auth whoami`` create."""
+    kinds = {
+        "authorization.k8s.io": ("SelfSubjectAccessReview", "SelfSubjectRulesReview"),
+        "authentication.k8s.io": ("SelfSubjectReview",),
+    }[group]
+    return [
+        {"name": f"{k.lower()}s", "singularName": k.lower(), "namespaced": False, "kind": k,
+         "verbs": ["create"]}
+        for k in kinds
+    ]  # fmt: skip
 
 
 def _visibility_resources() -> list[JsonDoc]:
@@ -100,6 +129,10 @@ def resource_list(group: str, version: str) -> list[JsonDoc]:
             )
     if (group, version) in (("", "v1"), ("events.k8s.io", "v1")):
         out += _event_resources(group)
+    if (group, version) == ("", "v1"):
+        out += _runtime_resources()
+    if group in ("authorization.k8s.io", "authentication.k8s.io"):
+        out += _review_resources(group)
     if group == "visibility.kueue.x-k8s.io":
         out += _visibility_resources()
     return out

@@ -5,27 +5,35 @@ Started/Stopped) is served on ``/api/v1[/namespaces/{ns}]/events`` and
 ``/apis/events.k8s.io/v1[/namespaces/{ns}]/events``, as lists or Tables (``kubectl get events``,
 kube-apiserver's event printer), with the field selectors Kubernetes supports on events
 (``involvedObject.*``, ``reason``, ``type``, ``source``; ``kubectl describe`` selects by them)
-and label selectors, filtered to the caller's namespaces. Events carry no uid of their object,
+and label selectors, filtered to the caller's namespaces, and watched (``kubectl get events -w``,
+``-A``). Events carry no uid of their object,
 so a selector on ``involvedObject.uid`` matches every event of that object.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api import selectors, tables
 from gpuaas.api.auth import authenticate, require_namespace
+from gpuaas.api.body import int_param
+from gpuaas.api.json_response import FastJSONResponse
+from gpuaas.api.runtime_book import BOOKMARK_SECONDS
 from gpuaas.engine.engine import Engine
 from gpuaas.store import EventRecord
 from gpuaas.vocab.render import rfc3339
 
 JsonDoc = dict[str, Any]
 EVENTS_V1 = "/apis/events.k8s.io/v1"
+POLL_SECONDS = 0.25  # how often an open watch of events reads the store for new ones
 
 
 def micro_time(ts: float) -> str:
@@ -123,22 +131,47 @@ def install(app: FastAPI) -> None:
         raw = _without_uid(q.get("fieldSelector", ""))
         fields = selectors.field_selector(raw, "Event")
         labels = selectors.label_selector(q.get("labelSelector", ""))
-        records = await run_in_threadpool(engine.events, namespace, _object_filter(raw, namespace))
-        if not p.admin:
-            records = [r for r in records if r.namespace in p.namespaces]
-        docs = [event_doc(r) for r in records]
-        docs = [d for d in docs if fields(d) and labels(d)]
-        if v1:
-            by_name = {r.id: r for r in records}
-            docs = [events_v1_doc(by_name[int(d["metadata"]["resourceVersion"])]) for d in docs]
+        obj = _object_filter(raw, namespace)
+
+        def shown(records: list[EventRecord]) -> list[JsonDoc]:
+            """The records the caller may see and selected, as the asked version's Events."""
+            if not p.admin:
+                records = [r for r in records if r.namespace in p.namespaces]
+            out = []
+            for r in records:
+                doc = event_doc(r)
+                if fields(doc) and labels(doc):
+                    out.append(events_v1_doc(r) if v1 else doc)
+            return out
+
+        include = q.get("includeObject", "Metadata")
+        as_table = tables.wants_table(request.headers.get("accept", ""))
+        if q.get("watch", "").lower() in ("true", "1"):
+
+            def read(after: int) -> list[JsonDoc]:
+                return shown([r for r in engine.events(namespace, obj) if r.id > after])
+
+            def render(doc: JsonDoc) -> JsonDoc:
+                return tables.table(None, "v1", [doc], include=include) if as_table else doc
+
+            gen = _watch(
+                read,
+                render,
+                int_param("resourceVersion", q.get("resourceVersion")),
+                int_param("timeoutSeconds", q.get("timeoutSeconds")),
+                "events.k8s.io/v1" if v1 else "v1",
+                bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
+            )
+            return StreamingResponse(gen, media_type="application/json")
+        records = await run_in_threadpool(engine.events, namespace, obj)
+        docs = shown(records)
         rv = str(max((r.id for r in records), default=0))
-        if tables.wants_table(request.headers.get("accept", "")):
-            include = q.get("includeObject", "Metadata")
+        if as_table:
             table = tables.table(
                 None, "v1", docs, include=include, metadata={"resourceVersion": rv}
             )
-            return JSONResponse(table, media_type=tables.TABLE_MEDIA)
-        return JSONResponse(
+            return FastJSONResponse(table, media_type=tables.TABLE_MEDIA)
+        return FastJSONResponse(
             {
                 "apiVersion": "events.k8s.io/v1" if v1 else "v1",
                 "kind": "EventList",
@@ -151,6 +184,42 @@ def install(app: FastAPI) -> None:
         op = "events_v1" if v1 else "events"
         _routes(router, base, v1, op, events)
     app.include_router(router)
+
+
+async def _watch(
+    read: Callable[[int], list[JsonDoc]],
+    render: Callable[[JsonDoc], JsonDoc],
+    resource_version: int | None,
+    timeout: int | None,
+    api_version: str,
+    *,
+    bookmarks: bool,
+) -> AsyncIterator[bytes]:
+    """``?watch=true`` on events: the audit trail is append-only and each event's id is its
+    resourceVersion, so a watch sends the events after the version it starts from (all of them
+    without one, as ADDED), then each new one as it is stored. New events are read every
+    ``POLL_SECONDS``: events reach the store in the engine's commits, outside the object
+    watch hub."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    last = resource_version or 0
+    idle_since = loop.time()
+    first = True
+    while first or deadline is None or loop.time() < deadline:
+        if not first:
+            await asyncio.sleep(POLL_SECONDS)
+        docs = await run_in_threadpool(read, last)
+        for doc in docs:
+            last = max(last, int(doc["metadata"]["resourceVersion"]))
+            yield (json.dumps({"type": "ADDED", "object": render(doc)}) + "\n").encode()
+        if docs:
+            idle_since = loop.time()
+        if bookmarks and (first or loop.time() - idle_since >= BOOKMARK_SECONDS):
+            idle_since = loop.time()
+            meta = {"resourceVersion": str(last)}
+            bookmark = {"kind": "Event", "apiVersion": api_version, "metadata": meta}
+            yield (json.dumps({"type": "BOOKMARK", "object": bookmark}) + "\n").encode()
+        first = False
 
 
 def _routes(router: APIRouter, base: str, v1: bool, op: str, events: Any) -> None:

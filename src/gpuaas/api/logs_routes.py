@@ -52,6 +52,20 @@ async def _follow(follower: LogFollower) -> AsyncIterator[bytes]:
             await asyncio.sleep(FOLLOW_INTERVAL)
 
 
+async def log_response(bridge: RuntimeBridge, key: str, pod: str | None, follow: bool) -> Response:
+    """A workload's (or one pod's) log lines as plain text; streamed while ``follow``. Shared by
+    ``gpuaas logs`` and the ``pods/log`` subresource (``kubectl logs``)."""
+    try:
+        lines = await run_in_threadpool(bridge.logs, key, pod, follow)
+    except RuntimeRequestError as exc:
+        raise NotFound(str(exc)) from exc
+    if not follow:
+        body = await run_in_threadpool(lambda: b"".join(_lines(lines)))
+        return Response(body, media_type="text/plain; charset=utf-8")
+    stream = _follow(lines) if isinstance(lines, LogFollower) else _lines(lines)
+    return StreamingResponse(stream, media_type="text/plain; charset=utf-8")
+
+
 def install(app: FastAPI) -> None:
     router = APIRouter()
 
@@ -65,17 +79,7 @@ def install(app: FastAPI) -> None:
     ) -> Response:
         principal = await authenticate(request, request.app.state.tokens)
         require_namespace(principal, namespace, "read logs")
-        bridge = _bridge(request)
-        key = f"{namespace}/{name}"
-        try:
-            lines = await run_in_threadpool(bridge.logs, key, pod, follow)
-        except RuntimeRequestError as exc:
-            raise NotFound(str(exc)) from exc
-        if not follow:
-            body = await run_in_threadpool(lambda: b"".join(_lines(lines)))
-            return Response(body, media_type="text/plain; charset=utf-8")
-        stream = _follow(lines) if isinstance(lines, LogFollower) else _lines(lines)
-        return StreamingResponse(stream, media_type="text/plain; charset=utf-8")
+        return await log_response(_bridge(request), f"{namespace}/{name}", pod, follow)
 
     @router.get(f"{GPUAAS}/runtime/pods", tags=["gpuaas"], operation_id="runtime_pods")
     async def _pods(request: Request) -> Response:

@@ -71,6 +71,7 @@ def _usage(
                 "cpuCoreHours": r.cpu_core_hours,
                 "memoryGBHours": r.memory_gb_hours,
                 "cost": r.cost,
+                "wastedGPUHours": r.wasted_gpu_hours,
             }
             for r in rows
         ],

@@ -13,9 +13,10 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import patching, selectors, tables, validation, watch
+from gpuaas.api import list_pages, patching, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
+from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.status import KubeError, already_exists, conflict, invalid, not_found
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
@@ -154,12 +155,16 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
                 history=request.app.state.watch_history,
             )
             return StreamingResponse(gen, media_type="application/json")
-        docs, rv = await run_in_threadpool(
-            engine.list_objects, kind, None if allowed is None else set(allowed)
-        )
-        docs = [d for d in docs if keep(d)]
-        items, nxt, remaining = selectors.page(
-            docs, _int_param(request, "limit"), q.get("continue"), rv
+
+        narrowed = bool(q.get("fieldSelector") or q.get("labelSelector") or visible_ns)
+
+        def read() -> tuple[list[JsonDoc], int]:
+            docs, rv = engine.list_objects(kind, None if allowed is None else set(allowed))
+            return ([d for d in docs if keep(d)] if narrowed else docs), rv
+
+        pages: list_pages.Pages = request.app.state.list_pages
+        items, rv, nxt, remaining = await run_in_threadpool(
+            pages.page, read, _int_param(request, "limit"), q.get("continue")
         )
         meta: JsonDoc = {"resourceVersion": str(rv)}
         if nxt is not None:
@@ -167,11 +172,11 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             meta["remainingItemCount"] = remaining
         if as_table:
             shaped = [shape(d) for d in items]
-            return JSONResponse(
+            return FastJSONResponse(
                 tables.table(kind, version, shaped, include=include, metadata=meta),
                 media_type=tables.TABLE_MEDIA,
             )
-        return JSONResponse(
+        return FastJSONResponse(
             {
                 "apiVersion": api_version,
                 "kind": f"{kind.kind}List",
@@ -398,6 +403,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
 
 
 def install(app: FastAPI) -> None:
+    app.state.list_pages = list_pages.Pages()
     router = APIRouter()
     for kind in KINDS:
         versions = kind.versions + (("v1alpha1",) if kind.kind == "Cohort" else ())

@@ -1,19 +1,17 @@
-"""List narrowing as kube-apiserver does it: label selectors, field selectors, limit/continue.
+"""List narrowing as kube-apiserver does it: label selectors and field selectors.
 
 ``labelSelector`` takes Kubernetes' syntax (``a=b``, ``a==b``, ``a!=b``, ``a in (x,y)``,
 ``a notin (x)``, ``a``, ``!a``). ``fieldSelector`` takes ``=``, ``==`` and ``!=`` on the fields
 Kubernetes supports for the kind: ``metadata.name`` and ``metadata.namespace`` for custom
 resources, a few more for Namespace, Job and Event; any other field is a 400, with
-kube-apiserver's message. ``limit``/``continue`` page a sorted list; the continue token carries
-the last key given. Pure functions over documents and query strings.
+kube-apiserver's message (``limit``/``continue`` pages: ``api.list_pages``). Pure functions over
+documents and query strings.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +39,17 @@ _OBJECT = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", 
 _EXTRA_FIELDS: dict[str, dict[str, Callable[[JsonDoc], Any]]] = {
     "Namespace": {"status.phase": _path("status.phase", "Active")},
     "Job": {"status.successful": _path("status.succeeded", 0)},
+    "Pod": {
+        "spec.nodeName": _path("spec.nodeName"),
+        "spec.restartPolicy": _path("spec.restartPolicy"),
+        "spec.schedulerName": _path("spec.schedulerName", "default-scheduler"),
+        "spec.serviceAccountName": _path("spec.serviceAccountName", "default"),
+        "spec.hostNetwork": _path("spec.hostNetwork", "false"),
+        "status.phase": _path("status.phase"),
+        "status.podIP": _path("status.podIP"),
+        "status.nominatedNodeName": _path("status.nominatedNodeName"),
+    },
+    "Node": {"spec.unschedulable": _path("spec.unschedulable", "false")},
     "Event": {
         **{f"involvedObject.{f}": _path(f"involvedObject.{f}") for f in _OBJECT},
         **{f"regarding.{f}": _path(f"involvedObject.{f}") for f in _OBJECT},
@@ -146,30 +155,3 @@ def wanted(name: str, raw: str) -> str | None:
         if m is not None and m[1] == name and m[2] != "!=":
             return m[3].strip()
     return None
-
-
-def _key(doc: JsonDoc) -> list[str]:
-    meta = doc.get("metadata") or {}
-    return [str(meta.get("namespace", "")), str(meta.get("name", ""))]
-
-
-def page(
-    docs: Sequence[JsonDoc], limit: int | None, token: str | None, rv: int
-) -> tuple[list[JsonDoc], str | None, int | None]:
-    """One page of ``docs`` (sorted by namespace and name): the items, the continue token for
-    the rest (None when done) and how many remain after this page."""
-    start = 0
-    if token:
-        try:
-            state = json.loads(base64.urlsafe_b64decode(token.encode()))
-            after = [str(x) for x in state["start"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BodyError(400, "continue key is not valid: cannot decode") from exc
-        while start < len(docs) and _key(docs[start]) <= after:
-            start += 1
-    if not limit or limit <= 0 or start + limit >= len(docs):
-        return list(docs[start:]), None, None
-    items = list(docs[start : start + limit])
-    state = {"rv": rv, "start": _key(items[-1])}
-    nxt = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
-    return items, nxt, len(docs) - start - limit

@@ -2,7 +2,7 @@
 
 Kueue's kinds print the columns their CRDs declare (``additionalPrinterColumns`` through
 ``vocab.crds``; the Name column first, ``date`` cells as ages), exactly as the apiextensions
-server's table convertor does. Namespace, Job and Event print what kube-apiserver's own printers
+server's table convertor does. Namespace, Job, Event, Pod and Node print what kube-apiserver's own printers
 give (``pkg/printers/internalversion``). Rows carry the object's metadata
 (``includeObject=Metadata``, the default), the whole object (``Object``, which kubectl asks for
 with ``--sort-by``) or nothing (``None``). Pure functions over documents: no engine, no I/O.
@@ -11,13 +11,17 @@ with ``--sort-by``) or nothing (``None``). Pure functions over documents: no eng
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpuaas.api.kube_printers import node_printer, pod_printer
+from gpuaas.vocab.corev1 import data_count
 from gpuaas.vocab.crds import PrinterColumn, resource
 from gpuaas.vocab.kinds import Kind
+from gpuaas.vocab.ray_status import dashboard_address
 
 JsonDoc = dict[str, Any]
 
@@ -44,17 +48,48 @@ _TOKEN = re.compile(
 )
 
 
-def jsonpath(doc: Any, path: str) -> list[Any]:
-    """Values at ``path`` (``.a.b``, ``.a[0]``, ``.a[*].b``, ``.a[?(@.type=='X')].b``)."""
-    values = [doc]
+Step = tuple[str | None, str | None, str | None, str | None]
+
+
+@functools.lru_cache(maxsize=1024)
+def _steps(path: str) -> tuple[Step, ...] | None:
+    """``path`` cut into its steps once (a printer column's path is read for every row)."""
+    steps: list[Step] = []
     pos = 0
     path = path.strip().removeprefix("{").removesuffix("}")
     while pos < len(path):
         m = _TOKEN.match(path, pos)
         if m is None:
-            return []
+            return None
         pos = m.end()
         field, index, fkey, fval = m.groups()
+        steps.append((field, index, fkey, fval))
+    return tuple(steps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_fields(path: str) -> tuple[str, ...] | None:
+    steps = _steps(path)
+    if steps is None or any(step[0] is None for step in steps):
+        return None
+    return tuple(str(step[0]) for step in steps)
+
+
+def jsonpath(doc: Any, path: str) -> list[Any]:
+    """Values at ``path`` (``.a.b``, ``.a[0]``, ``.a[*].b``, ``.a[?(@.type=='X')].b``)."""
+    steps = _steps(path)
+    if steps is None:
+        return []
+    plain = _plain_fields(path)
+    if plain is not None:  # .a.b.c, most columns: dict lookups only
+        value = doc
+        for name in plain:
+            if not isinstance(value, dict) or name not in value:
+                return []
+            value = value[name]
+        return [value]
+    values = [doc]
+    for field, index, fkey, fval in steps:
         nxt: list[Any] = []
         for v in values:
             if field is not None and isinstance(v, dict) and field in v:
@@ -190,6 +225,24 @@ def _namespace_printer() -> Printer:
     return defs, cells
 
 
+def _data_printer(kind: str) -> Printer:
+    """kube-apiserver's Secret (NAME TYPE DATA AGE) and ConfigMap (NAME DATA AGE) printers: a
+    count of keys, never a value."""
+    secret = kind == "Secret"
+    defs = [_NAME]
+    if secret:
+        defs.append(_col("Type"))
+    defs += [_col("Data", "integer"), _col("Age")]
+
+    def cells(doc: JsonDoc, now: float) -> list[Any]:
+        row: list[Any] = [doc["metadata"]["name"]]
+        if secret:
+            row.append(str(doc.get("type") or "Opaque"))
+        return [*row, data_count(doc), age(doc["metadata"].get("creationTimestamp"), now)]
+
+    return defs, cells
+
+
 def _has_condition(doc: JsonDoc, type_: str) -> bool:
     conds = (doc.get("status") or {}).get("conditions") or []
     return any(c.get("type") == type_ and c.get("status") == "True" for c in conds)
@@ -278,6 +331,19 @@ def _event_printer() -> Printer:
     return defs, cells
 
 
+def _ray_cluster_printer(kind: Kind, version: str) -> Printer:
+    """KubeRay's columns, then where the Ray dashboard answers (a gpuaas column: the cluster
+    runs on this server's runtime, so its dashboard's address is worth a glance)."""
+    defs, cells = _crd_printer(kind, version)
+    dashboard = _col("Dashboard", description="The Ray dashboard's address, once the head is up.")
+
+    def with_dashboard(doc: JsonDoc, now: float) -> list[Any]:
+        return [*cells(doc, now), dashboard_address(doc.get("status") or {})]
+
+    return [*defs, dashboard], with_dashboard
+
+
+@functools.lru_cache(maxsize=256)
 def printer(kind: Kind | None, version: str) -> Printer:
     """Column definitions and a row function for ``kind`` (None: Event)."""
     if kind is None:
@@ -286,6 +352,14 @@ def printer(kind: Kind | None, version: str) -> Printer:
         return _namespace_printer()
     if kind.kind == "Job":
         return _job_printer()
+    if kind.kind in ("Secret", "ConfigMap"):
+        return _data_printer(kind.kind)
+    if kind.kind == "RayCluster":
+        return _ray_cluster_printer(kind, version)
+    if kind.kind == "Pod":
+        return pod_printer(age)
+    if kind.kind == "Node":
+        return node_printer(age)
     return _crd_printer(kind, version)
 
 

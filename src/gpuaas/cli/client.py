@@ -179,16 +179,13 @@ class Client:
     def revoke_token(self, ref: str) -> JsonDoc:
         return self.request("DELETE", f"/apis/gpuaas.dev/v1alpha1/tokens/{quote(ref, safe='')}")
 
-    def watch(
-        self, kind: Kind, namespace: str | None, name: str | None = None
+    def watch_path(
+        self, path: str, params: dict[str, str], headers: dict[str, str] | None = None
     ) -> Iterator[JsonDoc]:
-        """Change events as they happen (ADDED for what exists first); ends when the server does."""
-        params = {"watch": "true"}
-        if name:
-            params["fieldSelector"] = f"metadata.name={name}"
+        """The events of ``?watch=true`` on ``path`` (Table events when ``headers`` ask)."""
         try:
             with self.http.stream(
-                "GET", object_path(kind, namespace), params=params, timeout=None
+                "GET", path, params={**params, "watch": "true"}, headers=headers, timeout=None
             ) as resp:
                 if resp.status_code >= 400:
                     resp.read()

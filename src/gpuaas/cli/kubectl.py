@@ -1,4 +1,5 @@
-"""kubectl-like commands against a running server: apply, get, describe, delete, explain, login.
+"""kubectl-like commands against a running server: apply, delete, explain, login (and, from
+``cli.reading``, get, describe and version).
 
 Each command resolves kinds and short names through ``vocab.kinds``, talks to the server through
 ``cli.client`` and prints through ``cli.printers``. Errors print as kubectl does ("Error from
@@ -9,7 +10,6 @@ to the root ``gpuaas`` app.
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +20,6 @@ import yaml
 
 from gpuaas.cli import printers, token
 from gpuaas.cli.client import Client, ClientError, Config, load_config, save_config
-from gpuaas.cli.telemetry import get_hoarding
 from gpuaas.vocab.kinds import Kind, for_api_version, lookup
 
 JsonDoc = dict[str, Any]
@@ -166,116 +165,6 @@ def _same(current: JsonDoc, desired: JsonDoc) -> bool:
     return all(cm.get(k) == dm.get(k) for k in ("labels", "annotations") if k in dm)
 
 
-def get(
-    kind_name: Annotated[
-        str, typer.Argument(metavar="KIND", help="Kind or short name (wl, cq...).")
-    ],
-    name: Annotated[str | None, typer.Argument(metavar="[NAME]")] = None,
-    namespace: Namespace = None,
-    all_namespaces: AllNs = False,
-    output: Annotated[
-        str | None, typer.Option("--output", "-o", help="wide, yaml or json.")
-    ] = None,
-    watch: Annotated[bool, typer.Option("--watch", "-w", help="Stream changes.")] = False,
-) -> None:
-    """List objects, or show one, with Kueue's printer columns (``get hoarding``: offenders)."""
-    if kind_name.lower() == "hoarding":
-        return get_hoarding(output)
-    kind = _kind(kind_name)
-    if output not in (None, "wide", "yaml", "json"):
-        raise _fail(f"error: unknown output format {output!r}: use wide, yaml or json")
-    all_ns = all_namespaces and kind.namespaced and name is None
-    ns = None if all_ns else _ns(kind, namespace)
-    client = _client()
-    wide = output == "wide"
-    try:
-        if watch:
-            _watch(client, kind, ns, name, all_ns=all_ns, wide=wide, output=output)
-            return
-        if name:
-            doc = client.get(kind, ns, name)
-            docs = [doc]
-        else:
-            listing = client.list_objects(kind, ns)
-            docs = listing.get("items", [])
-            doc = listing
-    except ClientError as exc:
-        raise _fail(str(exc)) from exc
-    if output in ("yaml", "json"):
-        typer.echo(_dump(doc, output))
-        return
-    if not docs:
-        where = f" in {ns} namespace" if ns else ""
-        typer.echo(f"No resources found{where}.", err=True)
-        return
-    head = printers.header(kind, all_ns=all_ns, wide=wide)
-    typer.echo(printers.table(head, printers.rows(kind, docs, all_ns=all_ns, wide=wide)))
-
-
-def _dump(doc: JsonDoc, output: str) -> str:
-    if output == "json":
-        return json.dumps(doc, indent=2)
-    return yaml.safe_dump(doc, sort_keys=False).rstrip()
-
-
-def _watch(
-    client: Client,
-    kind: Kind,
-    ns: str | None,
-    name: str | None,
-    *,
-    all_ns: bool,
-    wide: bool,
-    output: str | None,
-) -> None:
-    head = printers.header(kind, all_ns=all_ns, wide=wide)
-    widths = [max(len(h), 12) for h in head]
-    widths[0 if not all_ns else 1] = max(widths[0 if not all_ns else 1], 24)
-    printed_head = False
-    try:
-        for event in client.watch(kind, ns, name):
-            obj = event.get("object") or {}
-            if output in ("yaml", "json"):
-                typer.echo(_dump(obj, output) + ("\n---" if output == "yaml" else ""))
-                continue
-            row = printers.rows(kind, [obj], all_ns=all_ns, wide=wide)[0]
-            if event.get("type") == "DELETED":
-                row[-1] = f"{row[-1]} (deleted)"
-            text = printers.table(head, [row], widths).splitlines()
-            if not printed_head:
-                typer.echo(text[0])
-                printed_head = True
-            typer.echo(text[1])
-            sys.stdout.flush()
-    except ClientError as exc:
-        raise _fail(str(exc)) from exc
-    except KeyboardInterrupt:
-        return
-
-
-def describe(
-    kind_name: Annotated[str, typer.Argument(metavar="KIND")],
-    name: Annotated[str, typer.Argument(metavar="NAME")],
-    namespace: Namespace = None,
-) -> None:
-    """Show an object with its conditions and its events (the audit trail)."""
-    kind = _kind(kind_name)
-    ns = _ns(kind, namespace)
-    client = _client()
-    try:
-        doc = client.get(kind, ns, name)
-        events = client.events(ns, kind.kind, name)
-        if kind.job:
-            seen = {e["metadata"]["name"] for e in events}
-            events += [
-                e for e in client.events(ns, "Workload", name) if e["metadata"]["name"] not in seen
-            ]
-            events.sort(key=lambda e: int(e["metadata"].get("resourceVersion", 0)))
-    except ClientError as exc:
-        raise _fail(str(exc)) from exc
-    typer.echo(printers.describe(doc, events))
-
-
 def delete(
     kind_name: Annotated[str | None, typer.Argument(metavar="KIND")] = None,
     names: Annotated[list[str] | None, typer.Argument(metavar="NAME...")] = None,
@@ -359,6 +248,10 @@ def explain(
             for c in info["admissionChecks"]
         ]
         lines.append(f"Checks:         {', '.join(checks)}")
+    if info.get("clusterName"):
+        lines.append(f"Runs on:        worker cluster {info['clusterName']} (MultiKueue)")
+    elif info.get("nominatedClusterNames"):
+        lines.append(f"Nominated:      {', '.join(info['nominatedClusterNames'])} (MultiKueue)")
     if info.get("quota"):
         head = ["FLAVOR", "RESOURCE", "REQUESTED", "NOMINAL", "USED", "FREE"]
         body = [
@@ -394,17 +287,25 @@ def login(
 
 COMMANDS: list[tuple[str, Callable[..., None]]] = [
     ("apply", apply),
-    ("get", get),
-    ("describe", describe),
     ("delete", delete),
     ("explain", explain),
     ("login", login),
 ]
 
 
+# Shared with ``cli.reading`` (get, describe, version), which prints through the server's Tables.
+fail = _fail
+client_for_command = _client
+kind_named = _kind
+namespace_for = _ns
+
+
 def register(app: typer.Typer) -> None:
-    """Add apply, get, describe, delete, explain and login to the root app."""
-    for name, fn in COMMANDS:
+    """Add apply, delete, explain and login, and ``cli.reading``'s get, describe and version,
+    to the root app."""
+    from gpuaas.cli import reading  # it reads this module's helpers: imported once both exist
+
+    for name, fn in COMMANDS + reading.COMMANDS:
         app.command(name)(_closing(fn))
 
 

@@ -26,6 +26,7 @@ COMMAND_MODULES: list[tuple[str, str | None, str]] = [
     ("gpuaas.cli.kubeconfig", None, ""),
     ("gpuaas.cli.node", "node", "Nodes: labels, GPUs and who holds them (node list)."),
     ("gpuaas.cli.token", "token", "Create API tokens."),
+    ("gpuaas.cli.cluster", "cluster", "MultiKueue worker clusters (cluster join, cluster list)."),
     ("gpuaas.cli.telemetry", "report", "Reports: usage and chargeback (report usage)."),
 ]
 

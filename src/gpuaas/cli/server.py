@@ -93,6 +93,39 @@ def serve(
             min=1,
         ),
     ] = 1_000_000,
+    multikueue_namespace: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-namespace",
+            help="MultiKueue: the namespace of the workers' kubeconfig Secrets (Kueue's own).",
+        ),
+    ] = "kueue-system",
+    worker_lost_timeout: Annotated[
+        float,
+        typer.Option(
+            "--multikueue-worker-lost-timeout",
+            help="MultiKueue workerLostTimeout: seconds a chosen worker may not answer before "
+            "its workloads are evicted here and dispatched again.",
+            min=0.0,
+        ),
+    ] = 900.0,
+    dispatcher: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-dispatcher",
+            help="MultiKueue dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once, "
+            "...-incremental, or another name (External: nominatedClusterNames written by "
+            "another controller).",
+        ),
+    ] = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    origin: Annotated[
+        str,
+        typer.Option(
+            "--multikueue-origin",
+            help="MultiKueue origin: the label value on this manager's copies on workers "
+            "(managers sharing workers need different ones).",
+        ),
+    ] = "multikueue",
 ) -> None:
     """Run the gpuaas API server."""
     options = ServerOptions(
@@ -111,6 +144,10 @@ def serve(
         ray_nodes=ray_nodes,
         telemetry_interval=telemetry_interval,
         watch_history=watch_history,
+        multikueue_namespace=multikueue_namespace,
+        worker_lost_timeout=worker_lost_timeout,
+        multikueue_dispatcher=dispatcher,
+        multikueue_origin=origin,
     )
     try:
         run(options, say=typer.echo)

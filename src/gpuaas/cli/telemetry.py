@@ -61,7 +61,8 @@ def usage(
     ] = "namespace",
     output: Annotated[str, typer.Option("--output", "-o", help="table, csv or json.")] = "table",
 ) -> None:
-    """GPU-hours, CPU-core-hours, memory-GB-hours and cost per group: the chargeback table."""
+    """GPU-hours, CPU-core-hours, memory-GB-hours, cost and GPU-hours wasted by idle holders
+    per group: the chargeback table."""
     try:
         group_by = parse_group_by(by)
         for flag, value in (("--since", since), ("--until", until)):
@@ -86,6 +87,7 @@ def usage(
             float(r["cpuCoreHours"]),
             float(r["memoryGBHours"]),
             float(r["cost"]),
+            float(r.get("wastedGPUHours", 0.0)),
         )
         for r in body.get("rows", [])
     ]
@@ -94,7 +96,8 @@ def usage(
 
 
 def get_hoarding(output: str | None) -> None:
-    """``gpuaas get hoarding``: workloads flagged for idle GPUs, most wasteful first."""
+    """``gpuaas get hoarding``: workloads flagged for idle GPUs, most wasteful first, then
+    those evicted for it (backing off, deactivated or stopped), with their idle-eviction count."""
     fmt = output or "table"
     if fmt not in ("table", "json"):
         raise _fail(f"error: get hoarding: -o: unknown format {fmt!r} (allowed: table|json)")
@@ -110,6 +113,8 @@ def get_hoarding(output: str | None) -> None:
             wasted_gpu_hours=float(r["wastedGPUHours"]),
             action=HoardingAction(r["action"]),
             state=str(r["state"]),
+            idle_evictions=int(r.get("idleEvictions", 0)),
+            requeue_at=float(r["requeueAt"]) if r.get("requeueAt") is not None else None,
         )
         for r in body.get("items", [])
     ]

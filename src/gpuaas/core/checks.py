@@ -69,16 +69,17 @@ def inactive_reason(
             "AdmissionCheckInactive",
             f"references inactive AdmissionCheck(s): {', '.join(inactive)}",
         )
-    multi = [n for n in names if checks[n].controller_name == MULTIKUEUE_CONTROLLER]
+    # Kueue (pkg/cache/scheduler/clusterqueue.go) lists these sorted, joined with ",".
+    multi = sorted(n for n in names if checks[n].controller_name == MULTIKUEUE_CONTROLLER)
     if len(multi) > 1:
         return "MultipleMultiKueueAdmissionChecks", (
             "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
-            f"found: {', '.join(multi)}"
+            f"found: {','.join(multi)}"
         )
-    per_flavor = [r.name for r in spec.admission_checks if r.on_flavors and r.name in multi]
+    per_flavor = sorted(r.name for r in spec.admission_checks if r.on_flavors and r.name in multi)
     if per_flavor:
         return "MultiKueueAdmissionCheckAppliedPerFlavor", (
-            f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {', '.join(per_flavor)}"
+            f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {','.join(per_flavor)}"
         )
     return None
 
@@ -113,7 +114,9 @@ class CheckGate:
         return all(c.state == _READY for c in wl.admission_checks.values())
 
     def reset_on_eviction(self, wl: WorkloadState, now: float) -> None:
-        """Kueue's resetChecksOnEviction: every check back to Pending; a Retry counts."""
+        """Kueue's resetChecksOnEviction: every check back to Pending; a Retry counts. The
+        MultiKueue nomination goes too (``resetClusterNomination``)."""
+        wl.nominated_cluster_names, wl.cluster_name = (), None
         for c in wl.admission_checks.values():
             if c.state == _PENDING:
                 continue
@@ -179,6 +182,38 @@ class CheckGate:
         c.version += 1
         life.emit(wl, CheckState(key, now, check, state.value, message))
         self._follow(wl, now)
+
+    def set_cluster_nomination(
+        self, key: str, nominated: tuple[str, ...], cluster_name: str | None
+    ) -> None:
+        """MultiKueue's ``status.nominatedClusterNames`` and ``status.clusterName``.
+
+        Raises ``ApplyError`` when the workload holds no quota, or when ``clusterName``, once
+        set, would change: Kueue keeps it immutable until the workload is evicted.
+        """
+        c = self.c
+        wl = c.workloads.get(key)
+        obj = f"Workload {key}"
+        if wl is None:
+            raise ApplyError(obj, "status.clusterName", "the workload doesn't exist")
+        if wl.phase != Phase.ADMITTED or wl.admission is None:
+            raise ApplyError(
+                obj,
+                "status.nominatedClusterNames",
+                f"the workload holds no quota ({wl.phase.value}); clusters are nominated only "
+                "while quota is reserved",
+            )
+        if wl.cluster_name is not None and cluster_name != wl.cluster_name:
+            raise ApplyError(
+                obj,
+                "status.clusterName",
+                f"field is immutable once set (is {wl.cluster_name!r}, not {cluster_name!r})",
+            )
+        if (wl.nominated_cluster_names, wl.cluster_name) == (nominated, cluster_name):
+            return
+        wl.nominated_cluster_names, wl.cluster_name = nominated, cluster_name
+        c.dirty.add(key)
+        c.version += 1
 
     def _follow(self, wl: WorkloadState, now: float) -> None:
         """What the workload controller does after a state change."""

@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Iterable
 
 from gpuaas.core import pending
-from gpuaas.core.backoff import Backoff
+from gpuaas.core.backoff import Backoff, BackoffStep, backoff_step
 from gpuaas.core.cache import CQState
 from gpuaas.core.checks import CheckGate
 from gpuaas.core.config import SchedulerConfig
@@ -284,6 +284,12 @@ class Cluster:
         """An admission check's controller sets its state on a workload holding quota."""
         self.gate.set_state(key, check, state, message, now, requeue_after_seconds)
 
+    def set_cluster_nomination(
+        self, key: str, nominated: tuple[str, ...], cluster_name: str | None
+    ) -> None:
+        """A MultiKueue dispatcher nominates workers, or names the one that admitted it."""
+        self.gate.set_cluster_nomination(key, nominated, cluster_name)
+
     def requeue_after(self, wl: WorkloadState, at: float) -> None:
         """Requeue with back-off: keep a pending workload out of its queue until ``at``."""
         self.backoff.park(wl, at)
@@ -464,6 +470,7 @@ class Cluster:
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name], now)
         for wl in self.backoff.due(now, self.workloads):
+            self.dirty.add(wl.key)  # its status loses requeueState.requeueAt, as in Kueue
             self.push(wl)
         self.admitted_now.clear()
         for _ in range(MAX_CYCLES_PER_INSTANT):
@@ -568,6 +575,38 @@ class Cluster:
             return False
         self.life.evict(wl, reason, message, now)
         return True
+
+    def evict_with_backoff(
+        self,
+        key: str,
+        reason: str,
+        message: str,
+        now: float,
+        *,
+        limit: int | None,
+        base_seconds: float,
+        max_seconds: float,
+    ) -> BackoffStep | None:
+        """Evict an admitted workload and keep it out of its queue for a growing back-off, or
+        deactivate it once ``limit`` back-off evictions are behind it (Kueue's
+        ``requeuingStrategy``: ``requeueState.count``/``requeueAt``, then ``spec.active=false``).
+
+        A requeued one is ordered by its eviction time, as Kueue orders a workload evicted with
+        a back-off (``requeuingStrategy.timestamp: Eviction``), so it does not jump back to the
+        head. None when the workload is not admitted.
+        """
+        wl = self.workloads.get(key)
+        if wl is None or wl.phase != Phase.ADMITTED:
+            return None
+        step = backoff_step(wl.requeue_state_count, limit, now, base_seconds, max_seconds)
+        if step.deactivate:
+            self.life.deactivate(wl, message, now)
+            return step
+        wl.requeue_state_count = step.count
+        wl.requeue_at = step.requeue_at
+        wl.queued_at = now
+        self.life.evict(wl, reason, message, now)
+        return step
 
     def admitted(self) -> Iterable[WorkloadState]:
         return (w for w in self.workloads.values() if w.phase == Phase.ADMITTED)

@@ -10,6 +10,7 @@ condition or an event directly. ``Cluster`` owns one and delegates to it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuaas.core import record
@@ -273,6 +274,15 @@ class Lifecycle:
         self._begin_eviction(wl, Evict(wl.key, now, wl.cluster_queue or "", reason, message))
         if self.c.instant_evictions:
             self.complete_evictions(now)
+
+    def deactivate(self, wl: WorkloadState, cause: str, now: float) -> None:
+        """Deactivate an admitted workload as Kueue's workload controller does after a
+        DeactivationTarget: ``spec.active`` becomes false, ``requeueState`` is cleared, and it is
+        evicted with reason Deactivated ("The workload is deactivated due to <cause>")."""
+        wl.workload = replace(wl.workload, active=False)
+        wl.requeue_state_count = 0
+        wl.requeue_at = None
+        self.evict(wl, "Deactivated", f"{_DEACTIVATED} due to {cause}", now)
 
     def _begin_eviction(self, wl: WorkloadState, d: Evict) -> None:
         self.c.dirty.add(wl.key)

@@ -138,7 +138,11 @@ class WorkloadState:
     # Queue-order timestamp: creation time, or the eviction time after an AdmissionCheck eviction.
     queued_at: float = -1.0
     requeue_at: float | None = None  # backoff: not back in its queue before this instant
+    requeue_state_count: int = 0  # Kueue's status.requeueState.count: backoff evictions so far
     deactivated_by_check: bool = False  # a Rejected check deactivated it (Kueue sets active=false)
+    # MultiKueue (status.nominatedClusterNames, status.clusterName): reset on eviction.
+    nominated_cluster_names: tuple[str, ...] = ()
+    cluster_name: str | None = None
     # Engine bookkeeping (not part of Kueue's status):
     usage: dict[tuple[str, str], int] = field(default_factory=dict)  # quota held now
     shape: object = None  # scheduling-equivalence key

@@ -33,7 +33,7 @@ class CheckController(Protocol):
 
 CheckControllerFactory = Callable[[], CheckController]
 
-# controllerName -> factory. The MultiKueue dispatcher will register here; tests register fakes.
+# controllerName -> factory. Tests register fakes; the server adds MultiKueue's with its options.
 REGISTRY: dict[str, CheckControllerFactory] = {}
 
 
@@ -53,8 +53,11 @@ class CheckDispatcher:
         return cls({name: factory() for name, factory in chosen.items()})
 
     def on_attach(self, engine: Engine, now: float) -> None:
-        for name in self.controllers:
-            engine.serve_checks(name)
+        for name, controller in self.controllers.items():
+            # A controller that decides its checks' Active itself (MultiKueue: from its
+            # workers) writes that condition; the others are Active for running here.
+            if not getattr(controller, "sets_active", False):
+                engine.serve_checks(name)
 
     def on_tick(self, engine: Engine, now: float) -> None:
         return None

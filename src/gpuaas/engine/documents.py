@@ -17,7 +17,15 @@ from gpuaas.core.objects import KueueObject
 from gpuaas.engine.errors import Invalid
 from gpuaas.store import JsonDoc
 from gpuaas.telemetry import TelemetryInputError, parse_configuration
-from gpuaas.vocab.kinds import CONFIGURATION, Kind
+from gpuaas.vocab import corev1, multikueue
+from gpuaas.vocab.kinds import (
+    CONFIG_MAP,
+    CONFIGURATION,
+    MULTIKUEUE_CLUSTER,
+    MULTIKUEUE_CONFIG,
+    SECRET,
+    Kind,
+)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -53,10 +61,23 @@ def obj_name(obj: KueueObject) -> str:
 
 
 def parse(doc: JsonDoc) -> KueueObject | None:
-    """The core object, or ``None`` for a valid ``GpuaasConfiguration`` (not a core kind)."""
-    if doc.get("kind") == CONFIGURATION.kind:
+    """The core object, or ``None`` for a valid stored-only kind (``GpuaasConfiguration``,
+    Secret, ConfigMap, MultiKueueConfig, MultiKueueCluster)."""
+    kind = doc.get("kind")
+    if kind == CONFIGURATION.kind:
         check_configuration(doc)
         return None
+    try:
+        if kind == MULTIKUEUE_CONFIG.kind:
+            multikueue.check_config(doc)
+            return None
+        if kind == MULTIKUEUE_CLUSTER.kind:
+            multikueue.check_cluster(doc)
+            return None
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
+    if kind in (SECRET.kind, CONFIG_MAP.kind):
+        return None  # checked and normalized by ``checked``
     try:
         return parse_object(doc)
     except ManifestError as exc:
@@ -121,6 +142,13 @@ def checked(kind: Kind, namespace: str | None, name: str | None, doc: Any) -> Js
             )
     elif meta.get("namespace"):
         raise Invalid(f"{where}: metadata.namespace: {kind.kind} is cluster-scoped")
+    try:
+        if kind is SECRET:
+            doc = corev1.normalize_secret(doc)
+        elif kind is CONFIG_MAP:
+            doc = corev1.normalize_config_map(doc)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
     return cast(JsonDoc, doc)
 
 

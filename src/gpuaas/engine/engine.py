@@ -30,6 +30,7 @@ from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, dry_run, finalizers, generate_name, persisted, status
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
+from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.readmodel import ReadModel
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
@@ -47,7 +48,7 @@ from gpuaas.store import (
     Write,
 )
 from gpuaas.vocab import render
-from gpuaas.vocab.kinds import BY_KIND, CONFIGURATION, NAMESPACE, WORKLOAD, Kind
+from gpuaas.vocab.kinds import BY_KIND, NAMESPACE, WORKLOAD, Kind
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class Engine(ReadModel):
             kind = self._kind_of(rec.key)
             if kind is WORKLOAD:
                 workloads.append(rec)
-            elif kind is not None and not kind.job and kind is not CONFIGURATION:
+            elif kind is not None and not kind.job and not kind.stored:
                 self._restore_apply(rec, rec.doc)
         # 2. Workloads in creation order: admitted ones keep their admission, others re-queue
         #    with their original creation time, so pending order is what it was.
@@ -161,17 +162,24 @@ class Engine(ReadModel):
             if not isinstance(obj, Workload):
                 continue
             obj.uid = str(rec.doc.get("metadata", {}).get("uid") or "")
+            if owner is not None and (rec.doc.get("spec") or {}).get("active") is False:
+                obj.active = False  # deactivated by gpuaas (idle GPUs): the Job says nothing
             restored = persisted.admission_from_internal(rec.internal)
             phase = rec.internal.get("phase")
             if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
                 admission, admitted_at = restored
                 checks = persisted.checks_from_internal(rec.internal)
                 self._cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
+                nominated, cluster_name = persisted.placement_from_internal(rec.internal)
+                if (nominated or cluster_name) and phase == Phase.ADMITTED:
+                    self._cluster.set_cluster_nomination(obj.key, nominated, cluster_name)
             else:
                 self._cluster.apply(obj, rec.created)
                 if phase == Phase.FINISHED:
                     self._cluster.finish(obj.key, rec.created)
             st = self._cluster.workloads.get(obj.key)
+            if st is not None:
+                st.requeue_state_count = persisted.requeue_count_from_status(rec.doc)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
         # 3. A ClusterQueue deleted but kept by its finalizer is terminating again.
@@ -342,6 +350,15 @@ class Engine(ReadModel):
             rv = self._next_rv()
             doc = documents.with_rv(rec.doc, rv)
             doc["status"] = render.workload_status(st)
+            spec = doc.get("spec")
+            if (
+                not st.workload.active
+                and isinstance(spec, dict)
+                and spec.get("active") is not False
+            ):
+                # The core deactivated it (Kueue writes spec.active=false): kept across restarts.
+                doc["spec"] = {**spec, "active": False}
+                doc["metadata"]["generation"] = int(doc["metadata"].get("generation", 1)) + 1
             internal = {**rec.internal, **persisted.internal_state(st)}
             if st.admission is None:
                 internal.pop("admission", None)
@@ -420,9 +437,11 @@ class Engine(ReadModel):
                 doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
             if kind.kind == "AdmissionCheck":
                 doc.pop("status", None)  # written through its status subresource only
+            webhook.default_managed_by(self.objects, kind, namespace, doc)
+            prebuilt = webhook.prebuilt_workload(self.objects, kind, namespace, doc)
             obj = documents.parse(doc)
             wl_key = self.key_of(WORKLOAD, namespace, name)
-            if (kind.job or kind is WORKLOAD) and wl_key in self.objects:
+            if (kind.job or kind is WORKLOAD) and wl_key in self.objects and prebuilt is None:
                 raise AlreadyExists(f"Workload {namespace}/{name} already exists")
             now = self.clock()
             batch = _Batch()
@@ -438,9 +457,19 @@ class Engine(ReadModel):
             _stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
             self._put(batch, rec, "ADDED")
-            if kind.job and isinstance(obj, Workload):
+            if prebuilt is not None:  # the worker's copy runs this job's pods: it is its owner
+                wl_rv = self._next_rv()
+                adopted = replace(
+                    prebuilt,
+                    rv=wl_rv,
+                    doc=documents.with_rv(prebuilt.doc, wl_rv),
+                    internal={**prebuilt.internal, "owner": kind.gk},
+                )
+                self._put(batch, adopted, "MODIFIED")
+            elif kind.job and isinstance(obj, Workload):
                 self._put_derived(batch, obj, doc, now, created=True)
-            self._apply(obj, now)
+            if prebuilt is None:
+                self._apply(obj, now)
             self._settle(now, batch)
             fut = self._commit(batch)
             out_key = key

@@ -49,6 +49,9 @@ def explain_workload(
         {"name": c.name, "state": c.state.value, "message": c.message}
         for c in st.admission_checks.values()
     ]
+    if st.nominated_cluster_names or st.cluster_name:  # MultiKueue: where it may run, or runs
+        out["nominatedClusterNames"] = list(st.nominated_cluster_names)
+        out["clusterName"] = st.cluster_name
     if st.phase != Phase.PENDING:
         waiting = [c.name for c in st.admission_checks.values() if c.state.value != "Ready"]
         if st.phase == Phase.ADMITTED and waiting:
@@ -58,6 +61,10 @@ def explain_workload(
             )
             out["suggestions"].append(
                 "its check controller decides: a check's state is in status.admissionChecks"
+            )
+        elif st.cluster_name is not None:
+            out["suggestions"].append(
+                f"nothing to change: it runs on worker cluster {st.cluster_name} (MultiKueue)"
             )
         elif st.admission is not None:
             out["suggestions"].append(

@@ -42,7 +42,9 @@ def fingerprint(st: WorkloadState) -> tuple[Any, ...]:
         (c.name, c.state, c.message, c.last_transition_time, c.retry_count)
         for c in st.admission_checks.values()
     )
-    return (st.phase, conds, adm, st.admitted_at, checks)
+    placement = (st.nominated_cluster_names, st.cluster_name)
+    requeue = (st.requeue_state_count, st.requeue_at, st.workload.active)
+    return (st.phase, conds, adm, st.admitted_at, checks, requeue, placement)
 
 
 def internal_state(st: WorkloadState) -> JsonDoc:
@@ -64,7 +66,24 @@ def internal_state(st: WorkloadState) -> JsonDoc:
         out["admittedAt"] = st.admitted_at
     if st.admission_checks:
         out["checks"] = [c.to_dict() for c in st.admission_checks.values()]
+    out["clusterName"] = st.cluster_name
+    out["nominatedClusterNames"] = list(st.nominated_cluster_names)
     return out
+
+
+def placement_from_internal(internal: JsonDoc) -> tuple[tuple[str, ...], str | None]:
+    """MultiKueue's nomination and chosen worker, given back to a restored admission."""
+    nominated = internal.get("nominatedClusterNames") or []
+    name = internal.get("clusterName")
+    return tuple(str(n) for n in nominated), (str(name) if name else None)
+
+
+def requeue_count_from_status(doc: JsonDoc) -> int:
+    """Kueue's ``status.requeueState.count`` as last written (0 when absent or malformed)."""
+    status = doc.get("status")
+    state = status.get("requeueState") if isinstance(status, dict) else None
+    count = state.get("count") if isinstance(state, dict) else None
+    return count if isinstance(count, int) and count > 0 else 0
 
 
 def checks_from_internal(internal: JsonDoc) -> list[AdmissionCheckStatus]:

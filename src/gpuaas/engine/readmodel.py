@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaas.core.backoff import BackoffStep
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.objects import ClusterQueue, ResourceFlavor
 from gpuaas.core.state import Event, Phase
@@ -215,6 +216,30 @@ class ReadModel:
         """Begin evicting an admitted workload (Kueue's Evicted reason ``reason``)."""
         with self._lock:
             return self._cluster.evict(key, reason, message, now)
+
+    def evict_with_backoff(
+        self,
+        key: str,
+        reason: str,
+        message: str,
+        now: float,
+        *,
+        limit: int | None,
+        base_seconds: float,
+        max_seconds: float,
+    ) -> BackoffStep | None:
+        """Evict with Kueue's growing requeue back-off, deactivating past ``limit`` back-off
+        evictions (``Cluster.evict_with_backoff``); None when the workload is not admitted."""
+        with self._lock:
+            return self._cluster.evict_with_backoff(
+                key,
+                reason,
+                message,
+                now,
+                limit=limit,
+                base_seconds=base_seconds,
+                max_seconds=max_seconds,
+            )
 
     def confirm_stopped(self, key: str, now: float) -> None:
         """An evicted workload's pods are gone: its quota is released and it is requeued."""

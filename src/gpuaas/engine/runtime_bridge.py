@@ -37,6 +37,7 @@ from gpuaas.runtimes import (
     AlreadyRunning,
     EventKind,
     NotEnoughGpus,
+    PodCpu,
     PodSpec,
     PodSpecError,
     Runtime,
@@ -48,6 +49,7 @@ from gpuaas.runtimes import (
 from gpuaas.runtimes.podspecs import RunPlan
 from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.vocab.kinds import WORKLOAD
+from gpuaas.vocab.multikueue import runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -139,6 +141,11 @@ class RuntimeBridge:
         with self._lock:
             return self.runtime.gpu_owners()
 
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """(workload key, pod) -> CPU time of the pod's processes (telemetry without NVML)."""
+        with self._lock:
+            return self.runtime.pod_cpu()
+
     def nodes(self) -> list[dict[str, Any]]:
         """The nodes pods run on, each with its labels, taints, GPUs and who holds them: the
         runtime's own when it has many (Ray), else this server's node."""
@@ -154,6 +161,29 @@ class RuntimeBridge:
         for index, (key, pod) in sorted(owners.items()):
             in_use.setdefault(f"{key}/{pod}", []).append(str(index))
         return [{**node, "alive": True, "gpusInUse": in_use}]
+
+    def pending_pods(self) -> dict[str, tuple[float | None, list[PodSpec]]]:
+        """The pods of admitted workloads that are not started yet (their GPUs are busy, their
+        node does not fit): Kubernetes shows such pods Pending. Planned as they would start, with
+        the moment of admission (when Kueue's unsuspended Job would have created them).
+
+        Takes the bridge's lock, lets it go, then reads the engine: never both at once in the
+        order opposite to the hooks'."""
+        engine = self._engine
+        with self._lock:
+            keys = sorted(self._to_start - set(self.runtime.running()))
+        if engine is None or not keys:
+            return {}
+        out: dict[str, tuple[float | None, list[PodSpec]]] = {}
+        for st in engine.workloads(keys=keys):
+            manifest = engine.source_manifest(st.key)
+            if manifest is None or st.admission is None:
+                continue
+            try:
+                out[st.key] = (st.admitted_at, self._plan(st, manifest).pods)
+            except PodSpecError:
+                continue
+        return out
 
     def job_status(self, key: str) -> dict[str, Any]:
         """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
@@ -228,7 +258,7 @@ class RuntimeBridge:
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)
-        if manifest is None:
+        if manifest is None or not runs_pods_here(manifest):
             return False
         try:
             self._plan(st, manifest)
@@ -249,6 +279,10 @@ class RuntimeBridge:
         if manifest is None:
             self._warn(engine, key, "FailedCreate", "no stored manifest to run it from", now)
             return True
+        if not runs_pods_here(manifest):
+            # A MultiKueue manager's Job runs on a worker; a worker's copy of a Workload waits
+            # for the Job its manager creates next (tried again at each poll).
+            return manifest.get("kind") != WORKLOAD.kind
         try:
             plan = self._plan(st, manifest)
         except PodSpecError as exc:

@@ -33,6 +33,8 @@ def _entries(owner: str, doc: Any) -> list[tuple[str, str, str, int | None]]:
     """``status.admissionChecks`` of a body: (name, state, message, requeueAfterSeconds)."""
     status = doc.get("status") if isinstance(doc, dict) else None
     raw = status.get("admissionChecks") if isinstance(status, dict) else None
+    if raw is None and isinstance(status, dict) and "nominatedClusterNames" in status:
+        return []  # an External MultiKueue dispatcher writes only its nomination
     if not isinstance(raw, list):
         raise Invalid(f"{owner}: status.admissionChecks: required, a list of check states")
     out = []
@@ -89,8 +91,11 @@ def update_check_states(engine: Engine, namespace: str, name: str, doc: JsonDoc)
                 after is not None and after != current.requeue_after_seconds
             ):
                 changes.append((check, state, message, after))
+        nominated = _nominated(owner, doc, st.phase == Phase.ADMITTED)
         now = engine.clock()
         try:
+            if nominated is not None and st.phase == Phase.ADMITTED:
+                engine._cluster.set_cluster_nomination(key, nominated, st.cluster_name)
             for check, state, message, after in changes:
                 engine._cluster.set_check_state(key, check, state, message, now, after)
         except ApplyError as exc:  # checked above; a refusal here would be a bug
@@ -99,6 +104,22 @@ def update_check_states(engine: Engine, namespace: str, name: str, doc: JsonDoc)
         fut = _settle_and_commit(engine, now)
     engine._wait(fut)
     return engine.get(WORKLOAD, namespace, name)
+
+
+def _nominated(owner: str, doc: JsonDoc, holds_quota: bool) -> tuple[str, ...] | None:
+    """``status.nominatedClusterNames`` of a body (an External MultiKueue dispatcher's), checked."""
+    status = doc.get("status") if isinstance(doc, dict) else None
+    if not isinstance(status, dict) or "nominatedClusterNames" not in status:
+        return None
+    raw = status["nominatedClusterNames"]
+    field = f"{owner}: status.nominatedClusterNames"
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list) or not all(isinstance(n, str) and n for n in raw):
+        raise Invalid(f"{field}: must be a list of MultiKueueCluster names")
+    if raw and not holds_quota:
+        raise Invalid(f"{field}: the workload holds no quota; clusters are nominated only then")
+    return tuple(raw)
 
 
 def update_admission_check_status(engine: Engine, name: str, doc: JsonDoc) -> JsonDoc:

@@ -6,9 +6,12 @@
 reason, and with a preemptor the preempted counter) and opens and closes usage intervals (open at
 ``Reserve``, as Kueue counts quota from reservation; close at ``Release``). On each tick it
 samples the GPUs when the configured interval has passed (NVML, else the simulated collector),
-ties each GPU to the workload holding it, runs the hoarding detector and carries out its
-decisions through the engine's observer actions (a ``GPUIdle`` condition and an event; eviction
-with reason ``IdleGPU`` where the rule says ``Evict``). It reads the engine only through its views.
+ties each GPU to the workload holding it (without NVML, a held GPU's load comes from its pod's
+processes, read through the runtime), runs the hoarding detector and carries out its decisions
+through the engine's observer actions (a ``GPUIdle`` condition and an event; where the rule says
+``Evict``, the owner kind's action through ``engine.idle_response``: eviction with a growing
+back-off, deactivation past the limit, or the kind's Stop) and keeps the flagged idle stretches
+for the usage report's wasted GPU-hours. It reads the engine only through its views.
 It also answers the read side (the ``/metrics`` snapshot, offenders, the usage report, the GPU
 panel) under its own lock, never the engine's. It decides no admission and writes no store row
 itself: conditions and events go through the engine's settle.
@@ -33,6 +36,9 @@ from gpuaas.core.decisions import (
     Requeue,
     Reserve,
 )
+from gpuaas.core.state import Phase
+from gpuaas.engine.idle_actions import IDLE_ACTIONS, IdleActions
+from gpuaas.engine.idle_response import IdleResponder, hoarding_rows
 from gpuaas.engine.telemetry_view import (
     DerivedPinning,
     Owners,
@@ -65,11 +71,15 @@ from gpuaas.telemetry import (
     UsageRow,
     UsageStore,
     attribute,
+    is_gpu,
     parse_configuration,
     profile_from_annotations,
     usage_report,
 )
+from gpuaas.telemetry.collectors import Assignment, PodKey
+from gpuaas.telemetry.process_load import CpuTimes
 from gpuaas.telemetry.usage_store import open_usage_store
+from gpuaas.telemetry.waste import IdleStretch, WasteLog, wasted_gpu_hours, with_waste
 from gpuaas.vocab.kinds import CONFIGURATION
 
 if TYPE_CHECKING:
@@ -78,7 +88,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = ObjectKey(CONFIGURATION.gk, "", "default")
-IDLE_GPU = "IdleGPU"
 
 
 class TelemetryBridge:
@@ -106,6 +115,8 @@ class TelemetryBridge:
         hostname: str | None = None,
         seed: int = 0,
         simulated_gpus: bool = False,
+        pod_cpu: Callable[[], Mapping[PodKey, CpuTimes]] | None = None,
+        idle_actions: IdleActions | None = None,
     ) -> None:
         self.gpus = list(gpus)
         # Declared GPUs (--fake-gpus): "auto" samples them with the simulated collector, and
@@ -122,10 +133,15 @@ class TelemetryBridge:
         self._owners = owners
         self._derived = DerivedPinning(self.gpus)
         self._fixed_collector = collector
+        # Without NVML a held GPU's load is read from its pod's processes where the runtime can
+        # read them (the local runtime); the profile annotation still picks a fixed load.
+        self._pod_cpu = pod_cpu
+        self.idle = IdleResponder(idle_actions if idle_actions is not None else IDLE_ACTIONS)
         self.simulated = SimulatedCollector(
             [SimulatedGpu(g.index, g.uuid, g.model, g.memory_bytes) for g in self.gpus],
             seed=seed,
             hostname=self.hostname,
+            cpu_source=pod_cpu,
         )
         self.collector: GpuCollector = self._pick_collector("auto")
         self._config_rv: int | None = None
@@ -134,6 +150,7 @@ class TelemetryBridge:
         }
         self._queued_since: dict[str, float] = {}  # key -> its last Requeue
         self._bad_profiles: set[str] = set()
+        self.waste = WasteLog()
         self._engine: Engine | None = None
         self._epoch = 0  # the engine's epoch the ledger was last fully synced with
         self._lock = threading.RLock()
@@ -213,18 +230,21 @@ class TelemetryBridge:
             self._assign_profiles(live, pinning)
             samples = self.sampler.poll(self.collector, now) or []
             self.latest = attribute(samples, pinning)
-            decisions = self.detector.observe(self.latest, now)
+            # Only admitted holders are judged: one being evicted (its pods still stopping) is
+            # released for the detector, so a readmission starts a fresh window.
+            judged = [a for a in self.latest if _admitted(a, live)]
+            decisions = self.detector.observe(judged, now)
+            self._record_waste(live)
             evicted = {d.workload_key for d in decisions if self._carry_out(engine, d, now)}
             if evicted:
                 # Its GPUs are released with its quota: the flag clears, and a readmission
                 # starts a fresh idle window instead of inheriting this one.
                 rest = [
-                    a
-                    for a in self.latest
-                    if a.holder is None or a.holder.workload_key not in evicted
+                    a for a in judged if a.holder is None or a.holder.workload_key not in evicted
                 ]
                 for d in self.detector.observe(rest, now):
                     self._carry_out(engine, d, now)
+                self._record_waste(live)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
         with self._lock:
@@ -244,10 +264,13 @@ class TelemetryBridge:
                     del self._open[d.workload]
                 if isinstance(d, Delete):
                     self._queued_since.pop(d.workload, None)
+                    self.idle.forget(d.workload)
                 return
             case Requeue():
                 self._queued_since[d.workload] = d.time
                 return
+            case Reserve():
+                self.idle.readmitted(d.workload)  # judged afresh from its next sample
             case _:
                 pass
         w = engine.workload(d.workload)
@@ -323,33 +346,57 @@ class TelemetryBridge:
     def _assign_profiles(
         self, live: Mapping[str, WorkloadView], pinning: Mapping[int | str, GpuHolder]
     ) -> None:
-        mapping: dict[int, tuple[str, Profile | str]] = {}
+        mapping: dict[int, Assignment] = {}
         known = {g.index for g in self.simulated.gpus}
+        # A pod's processes say how busy its GPUs are where the runtime can read them; without
+        # (no runtime: nothing runs) the old default, busy, stands.
+        default = Profile.PROCESSES if self._pod_cpu is not None else Profile.BUSY
         for index, h in pinning.items():
             if not isinstance(index, int) or index not in known:
                 continue
             w = live.get(h.workload_key)
             annotations = w.annotations if w is not None else {}
             try:
-                profile = profile_from_annotations(h.workload_key, dict(annotations))
+                profile = profile_from_annotations(h.workload_key, dict(annotations), default)
             except TelemetryInputError as exc:
                 if h.workload_key not in self._bad_profiles:
                     self._bad_profiles.add(h.workload_key)
-                    log.warning("%s; simulating profile busy", exc)
-                profile = Profile.BUSY
-            mapping[index] = (h.workload_key, profile)
+                    log.warning("%s; simulating profile %s", exc, default.value)
+                profile = default
+            mapping[index] = (h.workload_key, profile, h.pod)
         self.simulated.set_assignments(mapping)
 
     def _carry_out(self, engine: Engine, d: HoardingDecision, now: float) -> bool:
-        """Publish one hoarding decision; True when it evicted the workload."""
-        if engine.workload(d.workload_key) is None:
+        """Publish one hoarding decision; True when it evicted (or stopped) the workload."""
+        w = engine.workload(d.workload_key)
+        if w is None:
             return False
         engine.set_condition(d.workload_key, *d.condition(), now)
         if d.kind is not DecisionKind.EVICT:
             engine.record_event(d.event())
             return False
-        # The core's Evict decision says it (reason IdleGPU); the counter counts it from there.
-        return engine.evict(d.workload_key, IDLE_GPU, d.message, now)
+        return self.idle.act(engine, w, d, self.config.rule_for(d.cluster_queue), now)
+
+    def _record_waste(self, live: Mapping[str, WorkloadView]) -> None:
+        """The flagged stretches as they stand now, for the usage report's wasted GPU-hours."""
+        stretches = []
+        for key, (start, end, gpus) in self.detector.flagged_stretches().items():
+            w = live.get(key)
+            if w is None:
+                continue
+            stretches.append(
+                IdleStretch(
+                    workload_key=key,
+                    namespace=w.namespace,
+                    local_queue=w.workload.queue_name,
+                    cluster_queue=w.cluster_queue or "",
+                    flavor=_gpu_flavor(w),
+                    gpus=gpus,
+                    start=start,
+                    end=end,
+                )
+            )
+        self.waste.observe(stretches)
 
     # -- read side (any thread; never under the engine lock) ---------------------------------------
     def _attached(self) -> Engine:
@@ -402,8 +449,14 @@ class TelemetryBridge:
             return self.config.currency
 
     def offenders(self, now: float, namespaces: set[str] | None = None) -> list[HoardingRow]:
+        """Flagged holders with their idle-eviction count, then those acted on that hold no
+        GPU now (``idle_response.hoarding_rows``)."""
+        engine = self._attached()
         with self._lock:
-            rows = self.detector.offenders(now)
+            keys = set(self.idle.history)
+        views = {w.key: w for w in engine.workloads(keys=keys)} if keys else {}
+        with self._lock:
+            rows = hoarding_rows(self.detector.offenders(now), dict(self.idle.history), views, now)
         return [r for r in rows if namespaces is None or r.namespace in namespaces]
 
     def usage(
@@ -421,7 +474,32 @@ class TelemetryBridge:
                 if namespaces is None or i.namespace in namespaces
             ]
             prices = self.config.prices
-        return usage_report(intervals, since=since, until=until, by=by, prices=prices)
+            stretches = [
+                st
+                for st in self.waste.stretches()
+                if namespaces is None or st.namespace in namespaces
+            ]
+        rows = usage_report(intervals, since=since, until=until, by=by, prices=prices)
+        return with_waste(rows, wasted_gpu_hours(stretches, since=since, until=until, by=by))
+
+
+def _admitted(a: AttributedSample, live: Mapping[str, WorkloadView]) -> bool:
+    """A sample the hoarding detector may judge: an unheld GPU, or one an admitted workload
+    holds (not one being evicted, whose pods are still stopping)."""
+    if a.holder is None:
+        return True
+    w = live.get(a.holder.workload_key)
+    return w is not None and w.phase == Phase.ADMITTED
+
+
+def _gpu_flavor(w: WorkloadView) -> str:
+    """The flavor of the GPUs ``w`` was admitted on ("" when it holds none on record)."""
+    if w.admission is None:
+        return ""
+    for flavor, resource in w.admission.usage():
+        if is_gpu(resource):
+            return flavor
+    return ""
 
 
 def install(
@@ -432,6 +510,7 @@ def install(
     interval_seconds: float | None = None,
     owners: Callable[[], Owners] | None = None,
     simulated_gpus: bool = False,
+    pod_cpu: Callable[[], Mapping[PodKey, CpuTimes]] | None = None,
 ) -> TelemetryBridge:
     """The server's wiring: a durable ledger at ``usage_db`` (a SQLite path, or a PostgreSQL URL:
     the server's own database), attached to ``engine``. Raises ``UsageStoreError``."""
@@ -441,5 +520,6 @@ def install(
         usage_store=open_usage_store(usage_db),
         owners=owners,
         simulated_gpus=simulated_gpus,
+        pod_cpu=pod_cpu,
     )
     return bridge.attach(engine)

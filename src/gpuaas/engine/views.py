@@ -76,6 +76,9 @@ class WorkloadView:
     queue_length: int | None = None
     # (check name, state, message) of every admission check that applies, in the CQ's order
     admission_checks: tuple[tuple[str, str, str], ...] = ()
+    # Kueue's status.requeueState: back-off evictions so far, and when it may be queued again
+    requeue_state_count: int = 0
+    requeue_at: float | None = None
 
     @property
     def awaiting_checks(self) -> bool:
@@ -234,6 +237,8 @@ def workload_view(
         admission_checks=tuple(
             (c.name, c.state.value, c.message) for c in st.admission_checks.values()
         ),
+        requeue_state_count=st.requeue_state_count,
+        requeue_at=st.requeue_at,
     )
 
 

@@ -86,8 +86,15 @@ class PodStatus:
     pid: int | None
     gpus: tuple[int, ...]
     restarts: int  # failed attempts of this pod, retried within the backoffLimit
-    phase: str  # Running, Succeeded, Failed, Terminating
+    phase: str  # Pending, Running, Succeeded, Failed, Terminating
     exit_code: int | None = None
+    # What the API's v1 Pod shows (kubectl get pods): the pod set it belongs to, the node it runs
+    # on ("" for this server's node), when its current attempt started and, once it is being
+    # stopped, when it will be killed (Kubernetes' deletionTimestamp: the end of its grace).
+    pod_set: str = ""
+    node: str = ""
+    started: float | None = None
+    kill_at: float | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -96,6 +103,22 @@ class WorkloadRun:
     restart_count: int  # how many times the workload was started before (requeues)
     stopping: bool
     pods: tuple[PodStatus, ...] = field(default_factory=tuple)
+
+
+@dataclass(slots=True, frozen=True)
+class PodCpu:
+    """What a pod's processes used, for telemetry where no GPU reports a load (no NVML).
+
+    ``cpu_seconds``: user + system time of the pod's processes since it started (reaped children
+    included); ``rss_bytes``: their resident memory now; ``started_at``/``read_at``: when the pod's
+    leader started and when this was read, both epoch seconds on the runtime's host clock.
+    """
+
+    cpu_seconds: float
+    rss_bytes: int
+    started_at: float
+    read_at: float
+    processes: int = 1
 
 
 @dataclass(slots=True, frozen=True)
@@ -163,6 +186,11 @@ class Runtime(Protocol):
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         """GPU index -> (workload key, pod) for every GPU a pod of this runtime holds now."""
+        ...
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """(workload key, pod) -> what the pod's processes used, for every running pod whose
+        processes this runtime can read (read-only; empty where it can read none)."""
         ...
 
     def describe(self) -> str:

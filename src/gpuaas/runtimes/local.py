@@ -34,6 +34,7 @@ from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
     AlreadyRunning,
     EventKind,
+    PodCpu,
     PodSpec,
     PodStatus,
     RuntimeEvent,
@@ -202,6 +203,29 @@ class LocalRuntime:
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         return self._gpus.owners()
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """CPU time of each running pod's process tree (its leader and every descendant, the
+        leader being a subreaper). Pods run by a container engine are left out: their processes
+        belong to the engine's daemon, not to this tree, so their reading would say nothing."""
+        if self._engine is not None:
+            return {}
+        out: dict[tuple[str, str], PodCpu] = {}
+        for run in self._runs.values():
+            for pod in run.pods.values():
+                rec = pod.record
+                if pod.gone or pod.leader_done or rec.pid is None or rec.kill_at is not None:
+                    continue
+                tree = procs.tree_cpu(rec.pid, rec.start_time)
+                if tree is not None:
+                    out[(run.key, pod.name)] = PodCpu(
+                        tree.cpu_seconds,
+                        tree.rss_bytes,
+                        rec.start_time,
+                        tree.read_at,
+                        tree.processes,
+                    )
+        return out
 
     def workload_dir(self, key: str) -> Path:
         """The workload's directory here; its pods may share files under it (Ray's address)."""
@@ -406,7 +430,19 @@ class LocalRuntime:
                 phase = "Terminating"
             else:
                 phase = "Running"
-            pods.append(PodStatus(pod.name, rec.pid, rec.gpus, rec.restarts, phase, pod.exit_code))
+            pods.append(
+                PodStatus(
+                    pod.name,
+                    rec.pid,
+                    rec.gpus,
+                    rec.restarts,
+                    phase,
+                    pod.exit_code,
+                    pod_set=rec.spec.pod_set,
+                    started=rec.start_time or None,
+                    kill_at=rec.kill_at,
+                )
+            )
         return WorkloadRun(run.key, run.record.restart_count, run.record.stopping, tuple(pods))
 
     def _pod_names(self, key: str, pod: str | None) -> list[str]:

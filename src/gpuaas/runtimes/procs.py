@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,6 +186,38 @@ def descendants(pid: int, start_time: float = 0.0) -> list[int]:
             if proc.status() != psutil.STATUS_ZOMBIE:
                 out.append(proc.pid)
     return out
+
+
+@dataclass(slots=True, frozen=True)
+class TreeCpu:
+    """CPU time and resident memory of a pod's process tree, read at ``read_at`` (epoch s)."""
+
+    cpu_seconds: float
+    rss_bytes: int
+    processes: int
+    read_at: float
+
+
+def tree_cpu(pid: int, start_time: float) -> TreeCpu | None:
+    """User + system time of the leader and its live descendants, plus what the children they
+    reaped used (``children_user``/``children_system``): the pod's CPU time since it started,
+    each second counted once. None when the leader is gone (or its pid was reused)."""
+    if not leader_alive(pid, start_time):
+        return None
+    try:
+        leader = psutil.Process(pid)
+        tree = [leader, *leader.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return None
+    cpu, rss, count = 0.0, 0, 0
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied), proc.oneshot():
+            t = proc.cpu_times()
+            mem = proc.memory_info().rss
+            cpu += t.user + t.system + t.children_user + t.children_system
+            rss += mem
+            count += 1
+    return TreeCpu(cpu, rss, count, time.time())
 
 
 def cgroup_members(cgroup_dir: Path | None) -> list[int]:

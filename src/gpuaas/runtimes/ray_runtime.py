@@ -37,6 +37,7 @@ from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
     AlreadyRunning,
     EventKind,
+    PodCpu,
     PodSpec,
     PodStatus,
     RuntimeEvent,
@@ -249,6 +250,11 @@ class RayRuntime:
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         """Empty: GPU indices are per Ray node here; ``nodes()`` says who holds which GPU."""
+        return {}
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """Empty: a Ray pod's processes run under its actor on whichever Ray node holds it, and
+        no actor reports their CPU time yet (nor does ``gpu_owners`` attribute GPUs here)."""
         return {}
 
     def describe(self) -> str:
@@ -500,6 +506,8 @@ class RayRuntime:
                 p.restarts,
                 p.phase,
                 p.exit_code,
+                pod_set=p.spec.pod_set,
+                node=p.node,
             )
             for p in run.pods.values()
         )

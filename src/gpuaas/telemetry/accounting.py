@@ -166,6 +166,8 @@ class UsageRow:
     cpu_core_hours: float
     memory_gb_hours: float
     cost: float
+    # GPU-hours of the group's flagged idle stretches (``telemetry.waste``): part of gpu_hours
+    wasted_gpu_hours: float = 0.0
 
     def to_dict(self, by: GroupBy) -> dict[str, Any]:
         return {
@@ -174,6 +176,7 @@ class UsageRow:
             "cpuCoreHours": self.cpu_core_hours,
             "memoryGBHours": self.memory_gb_hours,
             "cost": self.cost,
+            "wastedGPUHours": self.wasted_gpu_hours,
         }
 
 

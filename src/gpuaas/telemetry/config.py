@@ -13,12 +13,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gpuaas.core.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_MAX_SECONDS
 from gpuaas.telemetry.collectors import DEFAULT_INTERVAL_SECONDS, TelemetryInputError
 
 API_VERSION = "gpuaas.dev/v1alpha1"
 KIND = "GpuaasConfiguration"
 DEFAULT_THRESHOLD_PERCENT = 5.0
 DEFAULT_WINDOW_SECONDS = 1800.0
+# Idle evictions, as Kueue's waitForPodsReady.requeuingStrategy: requeued after 60 s, 120 s,
+# 240 s ... (at most an hour); the 4th idle finding after 3 such evictions deactivates it.
+DEFAULT_BACKOFF_LIMIT_COUNT = 3
 COLLECTORS = ("auto", "nvml", "simulated")
 
 
@@ -44,6 +48,10 @@ class HoardingRule:
     utilization_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT
     window_seconds: float = DEFAULT_WINDOW_SECONDS
     action: HoardingAction = HoardingAction.NOTIFY
+    # Evict only: requeue with Kueue's growing back-off, deactivate past this many idle evictions
+    backoff_limit_count: int = DEFAULT_BACKOFF_LIMIT_COUNT
+    backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
+    backoff_max_seconds: float = DEFAULT_BACKOFF_MAX_SECONDS
 
     def matches(self, cluster_queue: str, tiers: Mapping[str, tuple[str, ...]]) -> bool:
         if self.cluster_queues:
@@ -101,6 +109,9 @@ class GpuaasConfiguration:
             item["utilizationThresholdPercent"] = rule.utilization_threshold_percent
             item["windowSeconds"] = rule.window_seconds
             item["action"] = rule.action.value
+            item["backoffLimitCount"] = rule.backoff_limit_count
+            item["backoffBaseSeconds"] = rule.backoff_base_seconds
+            item["backoffMaxSeconds"] = rule.backoff_max_seconds
             rules.append(item)
         return {
             "apiVersion": API_VERSION,
@@ -246,7 +257,16 @@ def _parse_rule(
     item = r.mapping(
         raw,
         path,
-        ("clusterQueues", "tier", "utilizationThresholdPercent", "windowSeconds", "action"),
+        (
+            "clusterQueues",
+            "tier",
+            "utilizationThresholdPercent",
+            "windowSeconds",
+            "action",
+            "backoffLimitCount",
+            "backoffBaseSeconds",
+            "backoffMaxSeconds",
+        ),
     )
     cluster_queues = r.string_list(item.get("clusterQueues"), f"{path}.clusterQueues")
     tier = item.get("tier")
@@ -279,6 +299,33 @@ def _parse_rule(
         action = HoardingAction(raw_action)
     except ValueError:
         raise r.fail(f"{path}.action", f"must be Notify or Evict, got {raw_action!r}") from None
+    limit = item.get("backoffLimitCount", DEFAULT_BACKOFF_LIMIT_COUNT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise r.fail(f"{path}.backoffLimitCount", f"must be an integer 0 or more, got {limit!r}")
+    base = r.number(
+        item.get("backoffBaseSeconds"),
+        f"{path}.backoffBaseSeconds",
+        default=DEFAULT_BACKOFF_BASE_SECONDS,
+        positive=True,
+    )
+    most = r.number(
+        item.get("backoffMaxSeconds"),
+        f"{path}.backoffMaxSeconds",
+        default=DEFAULT_BACKOFF_MAX_SECONDS,
+        positive=True,
+    )
+    if most < base:
+        raise r.fail(
+            f"{path}.backoffMaxSeconds",
+            f"must be at least backoffBaseSeconds ({base:g}), got {most:g}",
+        )
     return HoardingRule(
-        cluster_queues, tier if isinstance(tier, str) else None, threshold, window, action
+        cluster_queues,
+        tier if isinstance(tier, str) else None,
+        threshold,
+        window,
+        action,
+        limit,
+        base,
+        most,
     )

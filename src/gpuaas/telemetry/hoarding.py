@@ -78,7 +78,11 @@ class HoardingRow:
     idle_seconds: float
     wasted_gpu_hours: float
     action: HoardingAction
-    state: str  # Flagged, or Evicting once an Evict decision was emitted
+    # Flagged, or Evicting once an Evict decision was emitted; the telemetry bridge adds the
+    # holders it acted on: BackingOff (requeued, waiting for requeue_at), Deactivated, Stopped
+    state: str
+    idle_evictions: int = 0  # times it was evicted (or stopped) for idle GPUs
+    requeue_at: float | None = None  # BackingOff: when it may be admitted again
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +95,8 @@ class HoardingRow:
             "wastedGPUHours": self.wasted_gpu_hours,
             "action": self.action.value,
             "state": self.state,
+            "idleEvictions": self.idle_evictions,
+            "requeueAt": self.requeue_at,
         }
 
 
@@ -233,6 +239,14 @@ class HoardingDetector:
         ]
         rows.sort(key=lambda r: (-r.wasted_gpu_hours, r.namespace, r.workload))
         return rows
+
+    def flagged_stretches(self) -> dict[str, tuple[float, float, int]]:
+        """Workload key -> (idle since, last idle sample, GPUs) of every flagged holder."""
+        return {
+            key: (t.idle_since, t.last_seen, t.gpus)
+            for key, t in self._tracks.items()
+            if t.flagged and t.idle_since is not None
+        }
 
     def is_flagged(self, workload_key: str) -> bool:
         track = self._tracks.get(workload_key)

@@ -69,18 +69,18 @@ def render_usage(rows: Sequence[UsageRow], by: GroupBy, fmt: str, currency: str 
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(
-            [by.value, "gpu_hours", "cpu_core_hours", "memory_gb_hours", f"cost_{currency}"]
+            [
+                by.value,
+                "gpu_hours",
+                "cpu_core_hours",
+                "memory_gb_hours",
+                f"cost_{currency}",
+                "wasted_gpu_hours",
+            ]
         )
         for r in rows:
-            writer.writerow(
-                [
-                    r.group,
-                    *(
-                        f"{_round(v)}"
-                        for v in (r.gpu_hours, r.cpu_core_hours, r.memory_gb_hours, r.cost)
-                    ),
-                ]
-            )
+            values = (r.gpu_hours, r.cpu_core_hours, r.memory_gb_hours, r.cost, r.wasted_gpu_hours)
+            writer.writerow([r.group, *(f"{_round(v)}" for v in values)])
         return out.getvalue()
     if fmt != "table":
         raise TelemetryInputError(
@@ -93,6 +93,7 @@ def render_usage(rows: Sequence[UsageRow], by: GroupBy, fmt: str, currency: str 
         "CPU-CORE-HOURS",
         "MEMORY-GB-HOURS",
         f"COST ({currency})",
+        "WASTED-GPU-HOURS",
     ):
         table.add_column(name, justify="left" if name == by.value.upper() else "right")
     for r in rows:
@@ -102,6 +103,7 @@ def render_usage(rows: Sequence[UsageRow], by: GroupBy, fmt: str, currency: str 
             f"{r.cpu_core_hours:.2f}",
             f"{r.memory_gb_hours:.2f}",
             f"{r.cost:.2f}",
+            f"{r.wasted_gpu_hours:.2f}",
         )
     if rows:
         table.add_row(
@@ -110,6 +112,7 @@ def render_usage(rows: Sequence[UsageRow], by: GroupBy, fmt: str, currency: str 
             f"{sum(r.cpu_core_hours for r in rows):.2f}",
             f"{sum(r.memory_gb_hours for r in rows):.2f}",
             f"{sum(r.cost for r in rows):.2f}",
+            f"{sum(r.wasted_gpu_hours for r in rows):.2f}",
         )
     return _print(table)
 
@@ -130,6 +133,7 @@ def render_hoarding(rows: Sequence[HoardingRow], fmt: str = "table") -> str:
         "IDLE",
         "WASTED-GPU-HOURS",
         "ACTION",
+        "IDLE-EVICTIONS",
         "STATE",
     ):
         table.add_column(name)
@@ -142,6 +146,7 @@ def render_hoarding(rows: Sequence[HoardingRow], fmt: str = "table") -> str:
             f"{r.idle_seconds / 60:.0f}m",
             f"{r.wasted_gpu_hours:.2f}",
             r.action.value,
+            str(r.idle_evictions),
             r.state,
         )
     return _print(table)

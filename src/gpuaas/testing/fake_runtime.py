@@ -23,6 +23,7 @@ from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
     AlreadyRunning,
     EventKind,
+    PodCpu,
     PodSpec,
     PodStatus,
     RuntimeEvent,
@@ -59,6 +60,7 @@ class FakeRuntime:
         self._clock = clock
         self._runs: dict[str, FakeRun] = {}
         self._events: list[RuntimeEvent] = []
+        self._cpu: dict[tuple[str, str], PodCpu] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -130,6 +132,20 @@ class FakeRuntime:
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         with self._lock:
             return self._allocator.owners()
+
+    def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
+        """The readings a test set with ``set_pod_cpu`` for pods that still run."""
+        with self._lock:
+            return {
+                (key, pod): cpu
+                for (key, pod), cpu in self._cpu.items()
+                if key in self._runs and not self._runs[key].stopping
+            }
+
+    def set_pod_cpu(self, key: str, pod: str, cpu: PodCpu) -> None:
+        """What ``pod_cpu`` reports for one pod of a running workload from now on."""
+        with self._lock:
+            self._cpu[(key, pod)] = cpu
 
     def describe(self) -> str:
         return f"fake: nothing runs; {self._gpu_count} GPU(s) pinned in memory"

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpuaas.vocab.kinds import KINDS, KUEUE_GROUP, Kind
+from gpuaas.vocab.kinds import KINDS, KUEUE_GROUP, RUNTIME_KINDS, Kind
 
 JsonDoc = dict[str, Any]
 
@@ -51,6 +51,8 @@ class Resource:
         kube-apiserver prints with its own printer (Namespace, Job: ``api.tables``)."""
         crd = _crd_version(self.kind, version)
         if crd is None:
+            if self.kind.kind in _HAND_COLUMNS:
+                return _HAND_COLUMNS[self.kind.kind]
             return _AGE if self.kind.group not in ("", "batch") else ()
         cols = crd.get("additionalPrinterColumns") or []
         if not cols:
@@ -74,35 +76,71 @@ class Resource:
         if crd is not None:
             return dict(crd["schema"]["openAPIV3Schema"])
         loose: JsonDoc = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        properties: JsonDoc = {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+        }
+        strings = {"type": "object", "additionalProperties": {"type": "string"}}
+        if self.kind.kind == "Secret":  # top-level fields, as core/v1 declares them
+            properties |= {"data": strings, "stringData": strings, "type": {"type": "string"},
+                           "immutable": {"type": "boolean"}}  # fmt: skip
+        elif self.kind.kind == "ConfigMap":
+            properties |= {"data": strings, "binaryData": strings,
+                           "immutable": {"type": "boolean"}}  # fmt: skip
+        else:
+            properties |= {"spec": loose, "status": loose}
         return {
             "type": "object",
             "description": f"{self.kind.kind} ({self.kind.group or 'core'}), as gpuaas stores it.",
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": {"type": "object"},
-                "spec": loose,
-                "status": loose,
-            },
+            "properties": properties,
         }
 
 
 _AGE = (PrinterColumn("Age", "date", ".metadata.creationTimestamp"),)
 
+# KubeRay's RayCluster printer columns (its CRD's additionalPrinterColumns, ray.io/v1).
+_HAND_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
+    "RayCluster": (
+        PrinterColumn("desired workers", "integer", ".status.desiredWorkerReplicas"),
+        PrinterColumn("available workers", "integer", ".status.availableWorkerReplicas"),
+        PrinterColumn("cpus", "string", ".status.desiredCPU"),
+        PrinterColumn("memory", "string", ".status.desiredMemory"),
+        PrinterColumn("gpus", "string", ".status.desiredGPU"),
+        PrinterColumn("tpus", "string", ".status.desiredTPU", priority=1),
+        PrinterColumn("status", "string", ".status.state"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
+        PrinterColumn("head pod IP", "string", ".status.head.podIP", priority=1),
+        PrinterColumn("head service IP", "string", ".status.head.serviceIP", priority=1),
+    ),
+}
+
 # Kinds with no vendored CRD: (singular, short names, categories, has status), as
-# kube-apiserver (Namespace, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
+# kube-apiserver (Namespace, Secret, ConfigMap, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
 _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
     "Namespace": ("namespace", ("ns",), (), True),
+    "Secret": ("secret", (), (), False),
+    "ConfigMap": ("configmap", ("cm",), (), False),
     "Job": ("job", (), ("all",), True),
     "RayCluster": ("raycluster", (), ("all",), True),
     "RayJob": ("rayjob", (), ("all",), True),
     "GpuaasConfiguration": ("gpuaasconfiguration", (), (), False),
+    "Pod": ("pod", ("po",), ("all",), True),
+    "Node": ("node", ("no",), (), True),
 }
+
+
+# Short names served beside the CRD's. Kueue's Workload CRD named itself ``wl`` until Kueue 0.16,
+# which kept only ``kwl``/``kueueworkload`` so as not to shadow Kubernetes' in-tree Workload
+# (``scheduling.k8s.io``, 1.35 alpha: kubernetes-sigs/kueue#8113, #8472). gpuaas speaks
+# Kubernetes 1.32 and serves no in-tree Workload, so ``wl`` is unambiguous here and still in every
+# Kueue user's fingers (``kubectl get wl -A``): it is served after the CRD's own.
+EXTRA_SHORT_NAMES: dict[str, tuple[str, ...]] = {"Workload": ("wl",)}
 
 
 @functools.cache
 def _crd(kind: str) -> JsonDoc | None:
-    k = next(k for k in KINDS if k.kind == kind)
+    k = next(k for k in KINDS + RUNTIME_KINDS if k.kind == kind)
     if k.group != KUEUE_GROUP:
         return None
     path = resources.files("gpuaas.vocab").joinpath(f"kueue_crds/{k.group}_{k.plural}.yaml")
@@ -133,7 +171,7 @@ def resource(kind: Kind) -> Resource:
     return Resource(
         kind,
         names.get("singular", kind.kind.lower()),
-        tuple(names.get("shortNames") or ()),
+        tuple(names.get("shortNames") or ()) + EXTRA_SHORT_NAMES.get(kind.kind, ()),
         tuple(names.get("categories") or ()),
         status,
     )

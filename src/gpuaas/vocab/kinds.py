@@ -22,6 +22,7 @@ class Kind:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     job: bool = False  # a job kind: the engine derives a Workload from it
+    stored: bool = False  # stored and served only, never given to the core
 
     @property
     def gk(self) -> str:
@@ -46,6 +47,8 @@ _EXTRA_VERSIONS: dict[str, tuple[str, ...]] = {"Cohort": ("v1alpha1",)}
 
 KINDS: tuple[Kind, ...] = (
     Kind("Namespace", "", ("v1",), "namespaces", False, ("ns",)),
+    Kind("Secret", "", ("v1",), "secrets", True, stored=True),
+    Kind("ConfigMap", "", ("v1",), "configmaps", True, ("cm",), stored=True),
     Kind(
         "ResourceFlavor",
         KUEUE_GROUP,
@@ -65,25 +68,46 @@ KINDS: tuple[Kind, ...] = (
         ("wpc",),
     ),
     Kind("AdmissionCheck", KUEUE_GROUP, KUEUE_VERSIONS, "admissionchecks", False),
+    Kind("MultiKueueConfig", KUEUE_GROUP, KUEUE_VERSIONS, "multikueueconfigs", False, stored=True),
+    Kind(
+        "MultiKueueCluster", KUEUE_GROUP, KUEUE_VERSIONS, "multikueueclusters", False, stored=True
+    ),
     Kind("LocalQueue", KUEUE_GROUP, KUEUE_VERSIONS, "localqueues", True, ("lq", "queue", "queues")),
     Kind("Workload", KUEUE_GROUP, KUEUE_VERSIONS, "workloads", True, ("wl", "kwl")),
     Kind("Job", "batch", ("v1",), "jobs", True, ("job",), job=True),
     Kind("RayCluster", "ray.io", ("v1",), "rayclusters", True, ("raycluster",), job=True),
     Kind("RayJob", "ray.io", ("v1",), "rayjobs", True, ("rayjob",), job=True),
     # gpuaas's own settings (hoarding rules, prices, sampling): stored, never given to the core.
-    Kind("GpuaasConfiguration", "gpuaas.dev", ("v1alpha1",), "gpuaasconfigurations", False),
+    Kind(
+        "GpuaasConfiguration",
+        "gpuaas.dev",
+        ("v1alpha1",),
+        "gpuaasconfigurations",
+        False,
+        stored=True,
+    ),
 )
+
+# Kinds made from the runtime, read only and never stored: its pods and the nodes they run on.
+POD = Kind("Pod", "", ("v1",), "pods", True, ("po",))
+NODE = Kind("Node", "", ("v1",), "nodes", False, ("no",))
+RUNTIME_KINDS: tuple[Kind, ...] = (POD, NODE)
 
 BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
 WORKLOAD = BY_KIND["Workload"]
 NAMESPACE = BY_KIND["Namespace"]
 CONFIGURATION = BY_KIND["GpuaasConfiguration"]
+SECRET = BY_KIND["Secret"]
+CONFIG_MAP = BY_KIND["ConfigMap"]
+MULTIKUEUE_CONFIG = BY_KIND["MultiKueueConfig"]
+MULTIKUEUE_CLUSTER = BY_KIND["MultiKueueCluster"]
 
 
 def lookup(name: str) -> Kind | None:
-    """A kind by kind name, plural, singular or short name, case-insensitively (as kubectl)."""
+    """A kind by kind name, plural, singular or short name, case-insensitively (as kubectl);
+    the runtime's read-only kinds (Pod, Node) too."""
     low = name.lower()
-    for k in KINDS:
+    for k in KINDS + RUNTIME_KINDS:
         if low in (k.kind.lower(), k.plural, *k.short_names):
             return k
     return None

@@ -60,6 +60,18 @@ def workload_status(st: WorkloadState) -> JsonDoc:
                 entry["retryCount"] = c.retry_count
             checks.append(entry)
         status["admissionChecks"] = checks
+    if st.cluster_name is not None:
+        status["clusterName"] = st.cluster_name
+    if st.nominated_cluster_names:
+        status["nominatedClusterNames"] = list(st.nominated_cluster_names)
+    if st.requeue_state_count or st.requeue_at is not None:
+        # Kueue's status.requeueState: back-off evictions so far and when it may return.
+        requeue: JsonDoc = {}
+        if st.requeue_state_count:
+            requeue["count"] = st.requeue_state_count
+        if st.requeue_at is not None:
+            requeue["requeueAt"] = rfc3339(st.requeue_at)
+        status["requeueState"] = requeue
     if st.admission is not None:
         status["admission"] = {
             "clusterQueue": st.admission.cluster_queue,

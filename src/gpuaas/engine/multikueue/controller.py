@@ -1,0 +1,558 @@
+"""MultiKueue's admission check controller in the server: workers, their Active condition, the
+check's Active condition, and dispatching workloads to workers and back.
+
+It is a ``CheckController`` (``engine.checks``) for ``kueue.x-k8s.io/multikueue`` that writes its
+checks' Active condition itself (``sets_active``), as Kueue's ``ACReconciler`` does. All remote
+I/O runs on its own thread (and a small pool for calls to several workers at once), never under
+the engine lock: a pass (1) reads each worker's copies of the manager's objects (one list of
+Workloads, one of Jobs, by the origin label), which also says whether it answers, (2) writes each
+MultiKueueCluster's and AdmissionCheck's Active, (3) plans each workload group with the pure
+``core.multikueue.reconcile``, (4) carries out the remote calls in parallel, then (5) writes the
+manager's side (check states, nomination, ``clusterName``, finishing, Job status) through
+``writes``. A Reserve only wakes the thread. What it decides is Kueue's; how it reaches a worker is
+``remote``'s.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.core import multikueue as plan_mk
+from gpuaas.engine.errors import EngineError
+from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue.remote import (
+    JOBS,
+    WORKLOADS,
+    KubeConfigError,
+    RemoteClient,
+    RemoteError,
+    parse_kubeconfig,
+)
+from gpuaas.engine.views import WorkloadView
+from gpuaas.vocab import multikueue as mk
+from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, SECRET, WORKLOAD
+from gpuaas.vocab.render import parse_rfc3339, rfc3339
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import Engine
+
+log = logging.getLogger(__name__)
+JsonDoc = dict[str, Any]
+AC_KIND = BY_KIND["AdmissionCheck"]
+
+
+@dataclass(frozen=True, slots=True)
+class MultiKueueOptions:
+    """Kueue's ``multiKueue`` configuration, as server options."""
+
+    namespace: str = mk.DEFAULT_NAMESPACE  # where kubeconfig Secrets are (Kueue's own)
+    worker_lost_timeout: float = mk.DEFAULT_WORKER_LOST_TIMEOUT
+    dispatcher: str = mk.DISPATCHER_ALL_AT_ONCE
+    origin: str = mk.DEFAULT_ORIGIN
+    interval: float = 0.05  # seconds between passes while a workload waits for a worker
+    idle_interval: float = 1.0  # seconds between passes otherwise (worker health, finishes)
+
+
+@dataclass(slots=True)
+class Worker:
+    """One MultiKueueCluster as the controller keeps it between passes."""
+
+    name: str
+    config: bytes | None = None
+    client: RemoteClient | None = None
+    active: bool = False
+    reason: str = ""
+    message: str = ""
+    lost_since: float | None = None
+    failures: int = 0
+    copies: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Workload
+    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job
+
+
+def _cond(doc: JsonDoc | None, type_: str) -> JsonDoc | None:
+    for c in ((doc or {}).get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == type_:
+            return c
+    return None
+
+
+def _true(doc: JsonDoc | None, type_: str) -> bool:
+    c = _cond(doc, type_)
+    return c is not None and c.get("status") == "True"
+
+
+def _key(doc: JsonDoc) -> str:
+    meta = doc.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
+    """What ``reconcile`` needs of a worker's Workload."""
+    admitted = _cond(doc, "Admitted")
+    admitted_at = None
+    if admitted is not None and admitted.get("status") == "True":
+        admitted_at = parse_rfc3339(str(admitted.get("lastTransitionTime", ""))) or 0.0
+    finished = None
+    fin = _cond(doc, "Finished")
+    if fin is not None and fin.get("status") == "True":
+        reason = str(fin.get("reason", ""))
+        finished = (reason != "Failed", reason, str(fin.get("message", "")))
+    pending = ""
+    reserved = _cond(doc, "QuotaReserved")
+    if reserved is not None and reserved.get("status") == "False":
+        pending = str(reserved.get("message", ""))
+    return plan_mk.RemoteCopy(admitted_at, finished, _true(doc, "Evicted"), pending, has_job)
+
+
+def workload_copy(local: JsonDoc, origin: str) -> JsonDoc:
+    """Kueue's ``cloneForCreate``: labels and annotations, the origin label, the spec."""
+    meta = local.get("metadata") or {}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
+    labels[mk.ORIGIN_LABEL] = origin
+    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
+    if meta.get("annotations"):
+        out_meta["annotations"] = dict(meta["annotations"])
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": out_meta,
+        "spec": local.get("spec") or {},
+    }
+
+
+def job_copy(job: JsonDoc, workload: str, origin: str) -> JsonDoc:
+    """The Job Kueue's batch Job adapter creates on the worker: labelled with the prebuilt
+    Workload and the origin, without ``managedBy`` (the worker runs it)."""
+    meta = job.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    labels[mk.PREBUILT_WORKLOAD_LABEL] = workload
+    labels[mk.ORIGIN_LABEL] = origin
+    spec = {k: v for k, v in (job.get("spec") or {}).items() if k != "managedBy"}
+    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
+    if meta.get("annotations"):
+        out_meta["annotations"] = dict(meta["annotations"])
+    return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": out_meta,
+            "spec": spec}  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Hub:
+    """What a pass read of the manager: each workload's doc and its MultiKueue check."""
+
+    workloads: dict[str, JsonDoc] = field(default_factory=dict)
+    check_of: dict[str, str] = field(default_factory=dict)  # workload key -> MK check name
+    clusters_of: dict[str, list[str]] = field(default_factory=dict)  # MK check -> clusters
+
+
+class MultiKueueController:
+    """The ``CheckController`` for ``kueue.x-k8s.io/multikueue``."""
+
+    sets_active = True  # Active comes from its workers, not from running in this server
+
+    def __init__(self, options: MultiKueueOptions | None = None) -> None:
+        self.options = options or MultiKueueOptions()
+        self.engine: Engine | None = None
+        self.workers: dict[str, Worker] = {}
+        self._rounds: dict[str, float] = {}  # Incremental: workload -> round start
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
+        self.clock: Callable[[], float] = time.time
+        self._in_flight = 0  # workloads holding quota on the hub, not yet on a worker
+
+    # -- CheckController ------------------------------------------------------------------------
+    def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
+        self._wake.set()  # under the engine lock: only wake the thread
+
+    def start(self, engine: Engine) -> None:
+        self.engine = engine
+        self._thread = threading.Thread(target=self._loop, name="multikueue", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._pool.shutdown(wait=True)
+        for w in self.workers.values():
+            if w.client is not None:
+                w.client.close()
+
+    def _loop(self) -> None:
+        busy, last_change = True, time.monotonic()
+        while not self._stop.is_set():
+            self._wake.wait(self.options.interval if busy else self.options.idle_interval)
+            self._wake.clear()
+            try:
+                again = self.sync_once()
+            except Exception:  # keep dispatching: the next pass reads everything again
+                log.exception("MultiKueue pass failed")
+                again = False
+            now = time.monotonic()
+            if again:
+                last_change = now
+                self._wake.set()
+            # Poll fast while workloads wait for a worker and things move; a workload no worker
+            # admits for a while is looked at every idle_interval.
+            busy = self._in_flight > 0 and now - last_change < 5.0
+
+    # -- one pass ---------------------------------------------------------------------------------
+    def sync_once(self) -> bool:
+        """One pass; True when it changed something a further pass should look at at once."""
+        engine = self.engine
+        assert engine is not None
+        now = self.clock()
+        self._load_workers(engine)
+        list(self._pool.map(lambda w: self._read_worker(w, now), list(self.workers.values())))
+        self._write_cluster_status(engine, now)
+        hub = self._read_hub(engine)
+        return self._dispatch(engine, hub, now)
+
+    def _load_workers(self, engine: Engine) -> None:
+        docs, _ = engine.list_objects(MULTIKUEUE_CLUSTER)
+        seen = set()
+        for doc in docs:
+            name = str(doc["metadata"]["name"])
+            seen.add(name)
+            w = self.workers.setdefault(name, Worker(name))
+            try:
+                raw = self._kubeconfig(engine, doc)
+                if raw != w.config or w.client is None:
+                    if w.client is not None:
+                        w.client.close()
+                    w.config, w.client = raw, RemoteClient(parse_kubeconfig(raw))
+            except KubeConfigError as exc:
+                if w.client is not None:
+                    w.client.close()
+                w.config, w.client, w.active = None, None, False
+                w.reason, w.message = exc.reason, f"load client config failed: {exc}"
+                w.copies, w.jobs = {}, {}
+        for name in set(self.workers) - seen:
+            gone = self.workers.pop(name)
+            if gone.client is not None:
+                gone.client.close()
+
+    def _kubeconfig(self, engine: Engine, doc: JsonDoc) -> bytes:
+        ref = mk.kubeconfig_ref(doc)
+        if ref is None:
+            raise KubeConfigError(
+                "MultiKueueClusterProfileFeatureDisabled",
+                "clusterProfileRef is not supported by gpuaas",
+            )
+        if ref.location_type == mk.LOCATION_PATH:
+            try:
+                return Path(ref.location).read_bytes()
+            except OSError as exc:
+                raise KubeConfigError("BadKubeConfig", str(exc)) from None
+        try:
+            secret = engine.get(SECRET, self.options.namespace, ref.location)
+        except EngineError:
+            raise KubeConfigError("BadKubeConfig", f'secrets "{ref.location}" not found') from None
+        value = (secret.get("data") or {}).get(mk.SECRET_KEY)
+        if value is None:
+            raise KubeConfigError(
+                "BadKubeConfig", f'key "{mk.SECRET_KEY}" not found in secret "{ref.location}"'
+            )
+        try:
+            return base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            raise KubeConfigError("BadKubeConfig", "kubeconfig: bad base64") from None
+
+    def _read_worker(self, w: Worker, now: float) -> None:
+        if w.client is None:
+            return
+        origin = self.options.origin
+        try:
+            copies = w.client.list_labelled(WORKLOADS, "workloads", mk.ORIGIN_LABEL, origin)
+            jobs = w.client.list_labelled(JOBS, "jobs", mk.ORIGIN_LABEL, origin)
+        except RemoteError as exc:
+            w.failures += 1
+            if w.lost_since is None:
+                w.lost_since = now
+            w.active, w.reason, w.message = False, "ClientConnectionFailed", str(exc)
+            return
+        w.copies = {_key(d): d for d in copies}
+        w.jobs = {_key(d): d for d in jobs}
+        w.active, w.reason, w.message = True, "Active", "Connected"
+        w.lost_since, w.failures = None, 0
+
+    def _write_cluster_status(self, engine: Engine, now: float) -> None:
+        for w in self.workers.values():
+            try:
+                doc = engine.get(MULTIKUEUE_CLUSTER, None, w.name)
+            except EngineError:
+                continue
+            old = _cond(doc, "Active")
+            status = "True" if w.active else "False"
+            message = w.message
+            seen = (old.get("status"), old.get("reason"), old.get("message")) if old else None
+            if seen == (status, w.reason, message):
+                continue
+            cond = {
+                "type": "Active",
+                "status": status,
+                "reason": w.reason,
+                "message": message,
+                "lastTransitionTime": rfc3339(now)
+                if old is None or old.get("status") != status
+                else old.get("lastTransitionTime"),
+                "observedGeneration": doc["metadata"].get("generation", 1),
+            }
+            writes.write_status(engine, MULTIKUEUE_CLUSTER, None, w.name, {"conditions": [cond]})
+        self._write_check_active(engine, now)
+
+    def _config_clusters(self, engine: Engine, ac: JsonDoc) -> tuple[str | None, list[str]]:
+        params = (ac.get("spec") or {}).get("parameters")
+        error = plan_mk.config_ref_error(params if isinstance(params, dict) else None)
+        if error is not None:
+            return error, []
+        name = str(params["name"]) if isinstance(params, dict) else ""
+        try:
+            cfg = engine.get(MULTIKUEUE_CONFIG, None, name)
+        except EngineError:
+            return f'multikueueconfigs.kueue.x-k8s.io "{name}" not found', []
+        return None, mk.config_clusters(cfg)
+
+    def _write_check_active(self, engine: Engine, now: float) -> None:
+        acs, _ = engine.list_objects(AC_KIND)
+        for ac in acs:
+            if (ac.get("spec") or {}).get("controllerName") != mk.CONTROLLER_NAME:
+                continue
+            error, clusters = self._config_clusters(engine, ac)
+            active = {w.name: w.active for w in self.workers.values()}
+            status, reason, message = plan_mk.admission_check_active(error, clusters, active)
+            cond = {
+                "type": "Active",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": rfc3339(now),
+                "observedGeneration": ac["metadata"].get("generation", 1),
+            }
+            try:
+                writes.write_admission_check_active(engine, str(ac["metadata"]["name"]), cond)
+            except EngineError as exc:
+                log.warning("AdmissionCheck %s: %s", ac["metadata"]["name"], exc)
+
+    def _read_hub(self, engine: Engine) -> _Hub:
+        hub = _Hub()
+        acs, _ = engine.list_objects(AC_KIND)
+        for ac in acs:
+            if (ac.get("spec") or {}).get("controllerName") == mk.CONTROLLER_NAME:
+                _, clusters = self._config_clusters(engine, ac)
+                hub.clusters_of[str(ac["metadata"]["name"])] = clusters
+        if not hub.clusters_of:
+            return hub
+        docs, _ = engine.list_objects(WORKLOAD)
+        for doc in docs:
+            for entry in (doc.get("status") or {}).get("admissionChecks") or []:
+                if entry.get("name") in hub.clusters_of:
+                    key = _key(doc)
+                    hub.workloads[key] = doc
+                    hub.check_of[key] = str(entry["name"])
+        return hub
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def _dispatch(self, engine: Engine, hub: _Hub, now: float) -> bool:
+        ops: list[Callable[[], tuple[bool, str]]] = []
+        results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
+        in_flight = 0
+        connected = {n: w for n, w in self.workers.items() if w.client is not None and w.active}
+        unavailable = [n for n, w in self.workers.items() if not w.active]
+        # Copies on workers whose manager workload no longer needs them: garbage.
+        for w in connected.values():
+            for key in list(w.copies):
+                if key not in hub.workloads:
+                    ops.append(self._remove(w, key))
+        for key, doc in hub.workloads.items():
+            check = hub.check_of[key]
+            clusters = hub.clusters_of.get(check, [])
+            state: JsonDoc = next(
+                (e for e in doc["status"].get("admissionChecks", []) if e.get("name") == check), {}
+            )
+            status = doc.get("status") or {}
+            local = plan_mk.Local(
+                holds_quota=_true(doc, "QuotaReserved"),
+                finished=_true(doc, "Finished"),
+                check_state=str(state.get("state", "Pending")),
+                cluster_name=status.get("clusterName"),
+                nominated=tuple(status.get("nominatedClusterNames") or ()),
+            )
+            remotes = {
+                n: (remote_copy(w.copies[key], key in w.jobs) if key in w.copies else None)
+                for n, w in connected.items()
+                if n in clusters
+            }
+            kind = plan_mk.ALL_AT_ONCE
+            name = mk.dispatcher_kind(self.options.dispatcher)
+            kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
+                name, plan_mk.ALL_AT_ONCE
+            )
+            nomination, started = plan_mk.nominate(
+                kind,
+                clusters,
+                [n for n in clusters if n in connected],
+                local.nominated,
+                self._rounds.get(key),
+                now,
+                mk.INCREMENTAL_STEP,
+                mk.INCREMENTAL_ROUND_SECONDS,
+            )
+            if started is not None:
+                self._rounds[key] = started
+            lost_for = None
+            chosen = self.workers.get(local.cluster_name or "")
+            if chosen is not None and chosen.lost_since is not None:
+                lost_for = now - chosen.lost_since
+            p = plan_mk.reconcile(
+                local, remotes, unavailable, nomination, lost_for,
+                self.options.worker_lost_timeout,
+            )  # fmt: skip
+            for n in p.delete_on:
+                ops.append(self._remove(connected[n], key))
+            for n in p.create_on:
+                ops.append(self._create_copy(connected[n], doc))
+            if p.create_job_on is not None:
+                ops.append(self._create_job(engine, connected[p.create_job_on], doc))
+            results.append((key, p, doc))
+            if local.holds_quota and not local.finished and local.cluster_name is None:
+                in_flight += 1
+        failed: set[str] = set()
+        for ok, key in self._pool.map(lambda op: op(), ops):
+            if not ok:
+                failed.add(key)
+        updates = [
+            u
+            for key, p, doc in results
+            if (u := self._write_back(engine, hub, key, p, doc, failed, connected)) is not None
+        ]
+        applied = writes.update_workloads(engine, updates)
+        self._in_flight = in_flight
+        return bool(ops) or applied > 0
+
+    def _remove(self, w: Worker, key: str) -> Callable[[], tuple[bool, str]]:
+        ns, _, name = key.partition("/")
+        client = w.client
+        has_job = key in w.jobs  # as last listed; a Job made since makes the delete fail: retried
+
+        def op() -> tuple[bool, str]:
+            assert client is not None
+            try:
+                if has_job:
+                    client.delete(JOBS, "jobs", ns, name)  # the Job first: it owns the copy
+                client.delete(WORKLOADS, "workloads", ns, name)
+            except RemoteError as exc:
+                log.info("MultiKueue: removing %s from %s: %s", key, w.name, exc)
+                return False, key
+            return True, key
+
+        return op
+
+    def _create_copy(self, w: Worker, local: JsonDoc) -> Callable[[], tuple[bool, str]]:
+        body, key, client = workload_copy(local, self.options.origin), _key(local), w.client
+
+        def op() -> tuple[bool, str]:
+            assert client is not None
+            try:
+                client.create(WORKLOADS, "workloads", body)
+            except RemoteError as exc:
+                log.info("MultiKueue: copying %s to %s: %s", key, w.name, exc)
+                return False, key
+            return True, key
+
+        return op
+
+    def _create_job(
+        self, engine: Engine, w: Worker, local: JsonDoc
+    ) -> Callable[[], tuple[bool, str]]:
+        key, client = _key(local), w.client
+        owner = ((local.get("metadata") or {}).get("ownerReferences") or [{}])[0]
+        kind = BY_KIND.get(str(owner.get("kind", "")))
+        ns, _, name = key.partition("/")
+        job = None
+        if kind is not None and kind.job:
+            try:
+                job = engine.get(kind, ns, name)
+            except EngineError:
+                job = None
+
+        def op() -> tuple[bool, str]:
+            assert client is not None
+            if job is None:
+                return True, key  # a bare Workload: nothing runs it but its copy
+            base = kind.base_path() if kind is not None else JOBS
+            try:
+                client.create(
+                    base, kind.plural if kind else "jobs", job_copy(job, name, self.options.origin)
+                )
+            except RemoteError as exc:
+                log.info("MultiKueue: creating the job of %s on %s: %s", key, w.name, exc)
+                return False, key
+            return True, key
+
+        return op
+
+    def _write_back(
+        self,
+        engine: Engine,
+        hub: _Hub,
+        key: str,
+        p: plan_mk.Plan,
+        doc: JsonDoc,
+        failed: set[str],
+        connected: dict[str, Worker],
+    ) -> writes.WorkloadUpdate | None:
+        """The manager-side update a plan asks for, or None when nothing changes."""
+        check = hub.check_of[key]
+        if p.finish is not None:
+            self._rounds.pop(key, None)
+            self._mirror_job(engine, key, doc, connected)
+            return writes.WorkloadUpdate(
+                key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
+            )
+        if key in failed and p.check is not None and p.check[0] == plan_mk.READY:
+            return None  # its Job did not reach the worker: Ready waits for the next pass
+        status = doc.get("status") or {}
+        current: JsonDoc = next(
+            (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
+        )
+        same_check = p.check is None or (current.get("state"), current.get("message")) == p.check
+        same_nomination = (
+            p.nominated is None or tuple(status.get("nominatedClusterNames") or ()) == p.nominated
+        )
+        if p.check is not None and p.check[0] == plan_mk.RETRY:
+            self._rounds.pop(key, None)
+        if status.get("clusterName") is not None:
+            self._mirror_job(engine, key, doc, connected)
+        if same_check and same_nomination and p.cluster_name is None and not p.events:
+            return None
+        return writes.WorkloadUpdate(
+            key, check, p.check, p.nominated, p.cluster_name, None, tuple(p.events)
+        )
+
+    def _mirror_job(
+        self, engine: Engine, key: str, doc: JsonDoc, connected: dict[str, Worker]
+    ) -> None:
+        """Kueue's SyncJob for a batch Job: the worker's Job status, copied to the manager's."""
+        chosen = connected.get(str((doc.get("status") or {}).get("clusterName") or ""))
+        remote = chosen.jobs.get(key) if chosen is not None else None
+        owner = ((doc.get("metadata") or {}).get("ownerReferences") or [{}])[0]
+        kind = BY_KIND.get(str(owner.get("kind", "")))
+        if remote is None or kind is None or not remote.get("status"):
+            return
+        ns, _, name = key.partition("/")
+        writes.write_status(engine, kind, ns, name, remote["status"])
+
+
+__all__ = ["MultiKueueController", "MultiKueueOptions", "Worker", "job_copy", "workload_copy"]

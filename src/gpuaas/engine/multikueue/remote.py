@@ -1,0 +1,181 @@
+"""A worker cluster as the manager reaches it: a kubeconfig, checked as Kueue checks it, and the
+few Kubernetes REST calls MultiKueue makes.
+
+Kueue loads a MultiKueueCluster's kubeconfig from the Secret key ``kubeconfig`` in its own
+namespace (or a file under a path), refuses unsafe ones (``InsecureKubeConfig``: TLS verification
+off, a CA or token given as a file, basic auth, exec or auth-provider plugins) and connects with
+it. This module does the same with httpx over the plain Kubernetes paths, so a worker can be a
+gpuaas server or a Kubernetes cluster running Kueue. It owns sockets only; what to call when is
+the controller's business. Every call has a short timeout, so that a worker that stops answering
+costs the controller seconds, never a hang.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ssl
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import yaml
+
+JsonDoc = dict[str, Any]
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2"
+JOBS = "/apis/batch/v1"
+_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+
+
+class KubeConfigError(Exception):
+    """The kubeconfig cannot be used; ``reason`` is the Active condition's reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RemoteError(Exception):
+    """A call to a worker failed (it did not answer, or answered an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    server: str
+    token: str
+    ca_data: bytes | None
+
+
+def parse_kubeconfig(raw: bytes) -> Target:
+    """The current context's server, bearer token and CA, or ``KubeConfigError``."""
+    try:
+        cfg = yaml.safe_load(raw.decode())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise KubeConfigError("BadKubeConfig", f"failed to parse kubeconfig: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise KubeConfigError("BadKubeConfig", "failed to parse kubeconfig: not a mapping")
+
+    def named(section: str, name: str | None) -> JsonDoc:
+        for entry in cfg.get(section) or []:
+            if isinstance(entry, dict) and (name is None or entry.get("name") == name):
+                inner = entry.get(section[:-1] if section != "users" else "user")
+                return inner if isinstance(inner, dict) else {}
+        return {}
+
+    context = named("contexts", cfg.get("current-context"))
+    cluster = named("clusters", context.get("cluster"))
+    user = named("users", context.get("user"))
+    for entry in cfg.get("clusters") or []:
+        c = entry.get("cluster") if isinstance(entry, dict) else None
+        name = entry.get("name") if isinstance(entry, dict) else "?"
+        if isinstance(c, dict):
+            if c.get("insecure-skip-tls-verify"):
+                raise KubeConfigError(
+                    "InsecureKubeConfig",
+                    f"insecure TLS verification is not allowed for cluster {name}",
+                )
+            if c.get("certificate-authority"):
+                raise KubeConfigError(
+                    "InsecureKubeConfig",
+                    "certificate-authority file paths are not allowed, use "
+                    f"certificate-authority-data for cluster {name}",
+                )
+            if not c.get("server"):
+                raise KubeConfigError(
+                    "InsecureKubeConfig", f"server URL is required for cluster {name}"
+                )
+    if user.get("tokenFile"):
+        raise KubeConfigError("InsecureKubeConfig", "tokenFile is not allowed")
+    if user.get("username") or user.get("password"):
+        raise KubeConfigError("InsecureKubeConfig", "basic auth is not allowed")
+    if user.get("exec"):
+        raise KubeConfigError("InsecureKubeConfig", "exec plugins are not allowed")
+    if user.get("auth-provider"):
+        raise KubeConfigError("InsecureKubeConfig", "auth providers are not allowed")
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise KubeConfigError("BadKubeConfig", "no cluster for the current context")
+    ca = cluster.get("certificate-authority-data")
+    try:
+        ca_data = base64.b64decode(ca, validate=True) if ca else None
+    except (binascii.Error, ValueError):
+        raise KubeConfigError("BadKubeConfig", "certificate-authority-data: bad base64") from None
+    return Target(server.rstrip("/"), str(user.get("token") or ""), ca_data)
+
+
+def _ssl_context(ca_data: bytes) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    try:
+        ctx.load_verify_locations(cadata=ca_data.decode())
+    except (ssl.SSLError, UnicodeDecodeError, ValueError):
+        with tempfile.NamedTemporaryFile() as f:  # DER, or PEM with odd bytes
+            f.write(ca_data)
+            f.flush()
+            ctx.load_verify_locations(cafile=f.name)
+    return ctx
+
+
+class RemoteClient:
+    """The manager's connection to one worker."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        verify: ssl.SSLContext | bool = True
+        if target.ca_data is not None:
+            verify = _ssl_context(target.ca_data)
+        headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+        self.http = httpx.Client(
+            base_url=target.server, headers=headers, verify=verify, timeout=_TIMEOUT
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _call(self, method: str, path: str, body: JsonDoc | None = None) -> httpx.Response:
+        try:
+            return self.http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            detail = str(exc) or type(exc).__name__
+            raise RemoteError(f"{method} {self.target.server}{path}: {detail}") from None
+
+    def _ok(self, r: httpx.Response, *allowed: int) -> httpx.Response:
+        if r.status_code < 300 or r.status_code in allowed:
+            return r
+        try:
+            message = str(r.json().get("message") or r.text)
+        except ValueError:
+            message = r.text
+        raise RemoteError(f"{r.request.method} {r.request.url.path}: {r.status_code}: {message}")
+
+    def list_labelled(self, base: str, plural: str, label: str, value: str) -> list[JsonDoc]:
+        sel = quote(f"{label}={value}", safe="")
+        r = self._ok(self._call("GET", f"{base}/{plural}?labelSelector={sel}"))
+        items = r.json().get("items") or []
+        return [i for i in items if isinstance(i, dict)]
+
+    def create(self, base: str, plural: str, doc: JsonDoc) -> None:
+        """Create, or nothing if it exists already (a retry after a lost answer)."""
+        ns = doc["metadata"]["namespace"]
+        self._ok(self._call("POST", f"{base}/namespaces/{ns}/{plural}", doc), 409)
+
+    def delete(self, base: str, plural: str, namespace: str, name: str) -> None:
+        """Delete, or nothing if it is gone already."""
+        path = f"{base}/namespaces/{namespace}/{plural}/{name}"
+        self._ok(self._call("DELETE", path), 404)
+
+    def probe(self) -> None:
+        """Whether the worker answers and knows Kueue's API (as Kueue's watch set-up does)."""
+        self._ok(self._call("GET", f"{WORKLOADS}/workloads?limit=1"))
+
+
+__all__ = [
+    "JOBS",
+    "WORKLOADS",
+    "KubeConfigError",
+    "RemoteClient",
+    "RemoteError",
+    "Target",
+    "parse_kubeconfig",
+]

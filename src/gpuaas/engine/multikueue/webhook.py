@@ -1,0 +1,100 @@
+"""What Kueue's job webhook and job reconciler do for MultiKueue when a Job is created.
+
+On a manager: a Job (or RayJob, RayCluster) whose LocalQueue leads to a ClusterQueue with a
+MultiKueue AdmissionCheck gets ``spec.managedBy: kueue.x-k8s.io/multikueue``
+(``jobframework.ApplyDefaultForManagedBy``), so the manager never runs its pods. On a worker: a Job
+labelled ``kueue.x-k8s.io/prebuilt-workload-name`` uses that existing Workload (the copy the
+manager sent) instead of deriving its own. gpuaas names a job's Workload after the job, so the
+label must name the job itself. Functions over stored documents, called by the engine under its
+lock; they never change state, only say what to do or raise ``Invalid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuaas.engine.errors import Invalid
+from gpuaas.store import ObjectKey, ObjectRecord
+from gpuaas.vocab import multikueue as mk
+from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
+
+JsonDoc = dict[str, Any]
+_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def _doc(objects: Mapping[ObjectKey, ObjectRecord], kind: str, ns: str, name: str) -> JsonDoc:
+    rec = objects.get(ObjectKey(BY_KIND[kind].gk, ns, name))
+    return rec.doc if rec is not None else {}
+
+
+def _check_names(cq_spec: JsonDoc) -> list[str]:
+    names = [str(n) for n in cq_spec.get("admissionChecks") or []]
+    strategy = cq_spec.get("admissionChecksStrategy") or {}
+    names += [str(r.get("name")) for r in strategy.get("admissionChecks") or []]
+    return names
+
+
+def multikueue_check_of_queue(
+    objects: Mapping[ObjectKey, ObjectRecord], namespace: str, queue: str
+) -> str | None:
+    """The MultiKueue AdmissionCheck of the ClusterQueue a LocalQueue points at, if any."""
+    lq = _doc(objects, "LocalQueue", namespace, queue)
+    cq_name = (lq.get("spec") or {}).get("clusterQueue")
+    if not cq_name:
+        return None
+    cq = _doc(objects, "ClusterQueue", "", str(cq_name))
+    for name in _check_names(cq.get("spec") or {}):
+        ac = _doc(objects, "AdmissionCheck", "", name)
+        if (ac.get("spec") or {}).get("controllerName") == mk.CONTROLLER_NAME:
+            return name
+    return None
+
+
+def default_managed_by(
+    objects: Mapping[ObjectKey, ObjectRecord], kind: Kind, namespace: str | None, doc: JsonDoc
+) -> None:
+    """Set ``spec.managedBy`` on a new job of a MultiKueue ClusterQueue (unless it says one)."""
+    if not kind.job or namespace is None:
+        return
+    meta = doc.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    queue = labels.get(_QUEUE_LABEL)
+    if not isinstance(queue, str) or mk.PREBUILT_WORKLOAD_LABEL in labels:
+        return
+    spec = doc.get("spec")
+    if not isinstance(spec, dict) or spec.get("managedBy"):
+        return
+    if multikueue_check_of_queue(objects, namespace, queue) is not None:
+        spec["managedBy"] = mk.MANAGED_BY
+
+
+def prebuilt_workload(
+    objects: Mapping[ObjectKey, ObjectRecord], kind: Kind, namespace: str | None, doc: JsonDoc
+) -> ObjectRecord | None:
+    """The existing Workload a new job names with the prebuilt label, or None when it names
+    none. Raises ``Invalid`` when the named Workload is not one this job can take."""
+    labels = (doc.get("metadata") or {}).get("labels") or {}
+    target = labels.get(mk.PREBUILT_WORKLOAD_LABEL)
+    if not kind.job or target is None:
+        return None
+    name = str(doc["metadata"]["name"])
+    where = f"{kind.kind} {namespace}/{name}"
+    field = f"metadata.labels[{mk.PREBUILT_WORKLOAD_LABEL}]"
+    if target != name:
+        raise Invalid(
+            f"{where}: {field}: must name the job itself ({name}); gpuaas names a job's "
+            "Workload after its job"
+        )
+    rec = objects.get(ObjectKey(WORKLOAD.gk, namespace or "", name))
+    if rec is None:
+        raise Invalid(f"{where}: {field}: prebuilt Workload {namespace}/{name} not found")
+    if rec.internal.get("owner"):
+        raise Invalid(
+            f"{where}: {field}: Workload {namespace}/{name} already belongs to its "
+            f"{rec.internal['owner']}"
+        )
+    return rec
+
+
+__all__ = ["default_managed_by", "multikueue_check_of_queue", "prebuilt_workload"]

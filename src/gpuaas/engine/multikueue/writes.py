@@ -1,0 +1,144 @@
+"""The MultiKueue controller's writes on the manager, each one request's worth of engine steps.
+
+Kueue's controller patches a Workload's status (check state, ``nominatedClusterNames``,
+``clusterName``: one patch) and the ``status`` of a MultiKueueCluster, an AdmissionCheck or a
+Job. These are those writes with the engine's usual steps under its lock: apply to the core
+where the core keeps the state, settle, commit, then wait for the store outside the lock. They
+are called from the controller's own thread, never from an engine hook, and never do remote I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.core.errors import ApplyError
+from gpuaas.core.state import Event
+from gpuaas.engine.errors import NotFound
+from gpuaas.vocab.kinds import BY_KIND, Kind
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import Engine
+
+JsonDoc = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadUpdate:
+    """One workload's MultiKueue change: its check's state, its nomination, its chosen worker,
+    or finishing with the worker's outcome; and the events that say so."""
+
+    key: str
+    check: str
+    state: tuple[str, str] | None = None
+    nominated: tuple[str, ...] | None = None
+    cluster_name: str | None = None
+    finish: tuple[bool, str] | None = None  # (succeeded, message)
+    events: tuple[str, ...] = ()
+
+
+def update_workloads(engine: Engine, updates: list[WorkloadUpdate]) -> int:
+    """Apply a pass's updates in one settle and one commit (one durable write for all); an
+    update the workload moved past meanwhile (no quota any more, gone, clusterName already
+    another) is skipped, and the next pass reads it again. Returns how many were applied."""
+    if not updates:
+        return 0
+    applied = 0
+    with engine._lock:
+        engine._reload_if_failed()
+        now = engine.clock()
+        for u in updates:
+            st = engine._cluster.workloads.get(u.key)
+            if st is None:
+                continue
+            try:
+                if u.finish is not None:
+                    if not engine._cluster.finish(u.key, now, succeeded=u.finish[0]):
+                        continue
+                else:
+                    if u.nominated is not None or u.cluster_name is not None:
+                        names = st.nominated_cluster_names if u.nominated is None else u.nominated
+                        engine._cluster.set_cluster_nomination(u.key, names, u.cluster_name)
+                    if u.state is not None:
+                        engine._cluster.set_check_state(u.key, u.check, *u.state, now)
+            except ApplyError:
+                continue
+            applied += 1
+            for message in u.events:
+                engine.record_event(
+                    Event(now, "Normal", "MultiKueue", f"Workload {u.key}", message, u.key)
+                )
+        batch = engine._new_batch()
+        engine._settle(now, batch)
+        fut = engine._commit(batch)
+    engine._wait(fut)
+    return applied
+
+
+def update_workload(
+    engine: Engine,
+    key: str,
+    check: str,
+    state: tuple[str, str] | None,
+    nominated: tuple[str, ...] | None,
+    cluster_name: str | None,
+    events: list[str],
+) -> bool:
+    """One workload's update (``update_workloads`` of one); False when it was skipped."""
+    update = WorkloadUpdate(key, check, state, nominated, cluster_name, None, tuple(events))
+    return update_workloads(engine, [update]) == 1
+
+
+def write_status(
+    engine: Engine, kind: Kind, namespace: str | None, name: str, status: JsonDoc
+) -> bool:
+    """Replace the ``status`` of a stored object the core does not keep (MultiKueueCluster,
+    a Job mirrored from its worker). False when it is gone or already says so."""
+    with engine._lock:
+        engine._reload_if_failed()
+        key = engine.key_of(kind, namespace, name)
+        old = engine.objects.get(key)
+        if old is None:
+            return False
+        if old.doc.get("status") == status:
+            return True
+        rv = engine._next_rv()
+        doc = copy.deepcopy(old.doc)
+        doc["status"] = copy.deepcopy(status)
+        doc["metadata"]["resourceVersion"] = str(rv)
+        batch = engine._new_batch()
+        engine._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+        fut = engine._commit(batch)
+    engine._wait(fut)
+    return True
+
+
+def write_admission_check_active(engine: Engine, name: str, condition: JsonDoc) -> None:
+    """An AdmissionCheck's Active condition, as the MultiKueue admission check controller
+    writes it (through the same path as the status subresource)."""
+    try:
+        doc = engine.get(BY_KIND["AdmissionCheck"], None, name)
+    except NotFound:
+        return
+    conds = [
+        c for c in (doc.get("status") or {}).get("conditions") or [] if c.get("type") != "Active"
+    ]
+    old = next(
+        (c for c in (doc.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"),
+        None,
+    )
+    if old is not None and all(
+        old.get(k) == condition.get(k) for k in ("status", "reason", "message")
+    ):
+        return
+    engine.update_admission_check_status(name, {"status": {"conditions": [*conds, condition]}})
+
+
+__all__ = [
+    "WorkloadUpdate",
+    "update_workload",
+    "update_workloads",
+    "write_admission_check_active",
+    "write_status",
+]

@@ -1,0 +1,152 @@
+"""The engine's side of MultiKueue without any worker: the job webhook's managedBy default on the
+manager, prebuilt workloads on a worker, the MultiKueue check kept inactive when it has no usable
+worker, nomination state surviving a restart, and Secrets stored as Kubernetes stores them."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaas.core.state import Phase
+from gpuaas.engine.engine import Engine
+from gpuaas.engine.errors import Invalid
+from gpuaas.engine.multikueue import writes
+from gpuaas.store import open_store
+from gpuaas.vocab.kinds import BY_KIND, SECRET, WORKLOAD
+
+MK = "kueue.x-k8s.io/multikueue"
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
+    e = Engine(store)
+    try:
+        yield e
+    finally:
+        e.close()
+        store.close()
+
+
+def _create(e: Engine, kind: str, doc: dict[str, Any], ns: str | None = None) -> dict[str, Any]:
+    return e.create(BY_KIND[kind], ns, doc)
+
+
+def _setup(e: Engine, *, check: bool) -> None:
+    _create(e, "Namespace", {"metadata": {"name": "ns"}})
+    _create(e, "ResourceFlavor", {"metadata": {"name": "rf"}})
+    groups = [{"coveredResources": ["cpu"],
+               "flavors": [{"name": "rf", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]  # fmt: skip
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": groups}
+    if check:
+        params = {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "cfg"}
+        _create(e, "AdmissionCheck", {"metadata": {"name": "mk"},
+                                      "spec": {"controllerName": MK, "parameters": params}})  # fmt: skip
+        spec["admissionChecks"] = ["mk"]
+    _create(e, "ClusterQueue", {"metadata": {"name": "cq"}, "spec": spec})
+    _create(e, "LocalQueue", {"metadata": {"name": "lq"}, "spec": {"clusterQueue": "cq"}}, "ns")
+
+
+def _job(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    containers = [{"name": "c", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq", **(labels or {})}},
+        "spec": {"template": {"spec": {"containers": containers}}},
+    }
+
+
+def test_a_job_of_a_multikueue_queue_is_managed_by_multikueue(engine: Engine) -> None:
+    _setup(engine, check=True)
+    job = _create(engine, "Job", _job("j"), "ns")
+    assert job["spec"]["managedBy"] == MK
+    # No MultiKueueConfig, no worker: the check is not Active, so the CQ admits nothing.
+    w = engine.workload("ns/j")
+    assert w is not None and w.phase == Phase.PENDING
+    assert "references inactive AdmissionCheck(s): mk" in engine.explain("ns", "j")["reason"]
+
+
+def test_a_job_elsewhere_is_left_alone(engine: Engine) -> None:
+    _setup(engine, check=False)
+    job = _create(engine, "Job", _job("j"), "ns")
+    assert "managedBy" not in job["spec"]
+
+
+def test_a_prebuilt_workload_is_taken_by_its_job(engine: Engine) -> None:
+    _setup(engine, check=False)
+    # The manager's copy arrives first and reserves quota; then its Job, naming it.
+    containers = [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
+    wl = {"metadata": {"name": "j", "labels": {"kueue.x-k8s.io/multikueue-origin": "m"}},
+          "spec": {"queueName": "lq",
+                   "podSets": [{"name": "main", "count": 1,
+                                "template": {"spec": {"containers": containers}}}]}}  # fmt: skip
+    _create(engine, "Workload", wl, "ns")
+    before = engine.workload("ns/j")
+    assert before is not None and before.phase == Phase.ADMITTED
+    prebuilt = {"kueue.x-k8s.io/prebuilt-workload-name": "j"}
+    _create(engine, "Job", _job("j", prebuilt), "ns")
+    after = engine.workload("ns/j")
+    assert after is not None and after.admitted_at == before.admitted_at  # the same workload
+    manifest = engine.source_manifest("ns/j")
+    assert manifest is not None and manifest["kind"] == "Job"  # pods come from the Job now
+    with pytest.raises(Invalid, match="must name the job itself"):
+        _create(engine, "Job", _job("k", {"kueue.x-k8s.io/prebuilt-workload-name": "j"}), "ns")
+    with pytest.raises(Invalid, match="prebuilt Workload ns/x not found"):
+        _create(engine, "Job", _job("x", {"kueue.x-k8s.io/prebuilt-workload-name": "x"}), "ns")
+    # Deleting the Job deletes the workload it took, as Kubernetes' owner GC does.
+    engine.delete(BY_KIND["Job"], "ns", "j")
+    assert engine.workload("ns/j") is None
+
+
+def test_nomination_and_cluster_name_survive_a_restart(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gpuaas.db'}"
+    store = open_store(url)
+    e = Engine(store)
+    e.serve_checks(MK)  # stand in for the controller: the check is Active
+    _setup(e, check=True)
+    _create(e, "Job", _job("j"), "ns")
+    assert writes.update_workload(e, "ns/j", "mk", None, ("a", "b"), None, ["nominated"])
+    doc = e.get(WORKLOAD, "ns", "j")
+    assert doc["status"]["nominatedClusterNames"] == ["a", "b"]
+    ready = ("Ready", 'The workload was admitted on "b"')
+    assert writes.update_workload(e, "ns/j", "mk", ready, (), "b", [])
+    assert not writes.update_workload(e, "ns/j", "mk", None, (), "a", [])  # immutable
+    e.close()
+    store.close()
+    store = open_store(url)
+    e = Engine(store)
+    e.serve_checks(MK)
+    try:
+        doc = e.get(WORKLOAD, "ns", "j")
+        assert doc["status"]["clusterName"] == "b"
+        assert "nominatedClusterNames" not in doc["status"]
+        w = e.workload("ns/j")
+        assert w is not None and w.conditions["Admitted"].status == "True"
+    finally:
+        e.close()
+        store.close()
+
+
+def test_secret_is_stored_as_kubernetes_stores_it(engine: Engine) -> None:
+    _create(engine, "Namespace", {"metadata": {"name": "ns"}})
+    doc = {"metadata": {"name": "s"}, "stringData": {"kubeconfig": "apiVersion: v1"}}
+    out = engine.create(SECRET, "ns", doc)
+    assert out["data"] == {"kubeconfig": base64.b64encode(b"apiVersion: v1").decode()}
+    assert "stringData" not in out and out["type"] == "Opaque"
+    with pytest.raises(Invalid, match=r"Secret ns/t: data\[k\]: illegal base64 data"):
+        engine.create(SECRET, "ns", {"metadata": {"name": "t"}, "data": {"k": "%%%"}})
+
+
+def test_an_external_dispatcher_writes_the_nomination(engine: Engine) -> None:
+    engine.serve_checks(MK)
+    _setup(engine, check=True)
+    _create(engine, "Job", _job("j"), "ns")
+    out = engine.update_check_states("ns", "j", {"status": {"nominatedClusterNames": ["w2"]}})
+    assert out["status"]["nominatedClusterNames"] == ["w2"]
+    with pytest.raises(Invalid, match="must be a list of MultiKueueCluster names"):
+        engine.update_check_states("ns", "j", {"status": {"nominatedClusterNames": [""]}})
