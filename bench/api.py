@@ -1,40 +1,58 @@
-"""Durable-write throughput of ``gpuaas server``: sequential versus concurrent clients.
+"""Durable-write throughput of ``gpuaas server``, printed beside Slurm's ``sbatch``.
 
 Every acknowledged create is durable (SQLite with synchronous=FULL in WAL mode, or a PostgreSQL
-commit). Group commit batches concurrent writes into one transaction, so throughput with many
-clients should exceed one fsync per request. This script starts a real server, creates
-Workloads from 1 client and then from N clients, and prints requests/s and latency percentiles.
+commit). This script starts a real server (``--runtime none``: admission only, telemetry on) and
+drives it with a load generator that runs outside the server's process: Debian's ``wrk`` with a
+Lua script posting distinct Workloads when it is installed, else client processes with httpx
+keep-alive. It prints the generator's CPU share beside the server's, so a reader can see which of
+the two was the bottleneck on this machine. Figures, each on its own line:
+
+1. creates/s and p50/p99 latency with 1 client and with 32 clients, on an empty server;
+2. the same once ``--admitted`` workloads are admitted (each create adds one more);
+3. on a fresh server, 32 clients without and then with ``--watches`` open watches and
+   ``--streams`` dashboard streams (read as fast as they come, by a separate process);
+4. the server's RSS as workloads accumulate, up to ``--rss-workloads``.
+
+Slurm's sbatch rates are quoted from issue 18 and ``../shared/bench/slurm/README.md`` (measured on
+this kind of machine): starting Slurm here needs its packages, MariaDB and munge.
 
 Usage:
-    python bench/api.py [--requests 400] [--clients 8] [--db postgresql://postgres@127.0.0.1:5432/test]
+    python bench/api.py [--duration 8] [--admitted 10000] [--watches 1000] [--streams 300]
+                        [--rss-workloads 100000] [--db postgresql://postgres@127.0.0.1:5432/test]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import shutil
 import statistics
+import subprocess
 import tempfile
-import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from gpuaas.api.testing import ServerProcess
 
+NS = "bench"
+WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{NS}/workloads"
+CQ = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/cq"
+QUOTA = 10_000_000  # every bench workload is admitted: the point is a growing admitted set
+
 SETUP = [
-    (
-        "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
-    ),
+    ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
     (
         "/apis/kueue.x-k8s.io/v1beta1/resourceflavors",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta1",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "rf"},
-        },
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+         "metadata": {"name": "rf"}},
     ),
     (
         "/apis/kueue.x-k8s.io/v1beta1/clusterqueues",
@@ -48,7 +66,7 @@ SETUP = [
                     {
                         "coveredResources": ["cpu"],
                         "flavors": [
-                            {"name": "rf", "resources": [{"name": "cpu", "nominalQuota": 64}]}
+                            {"name": "rf", "resources": [{"name": "cpu", "nominalQuota": QUOTA}]}
                         ],
                     }
                 ],
@@ -56,22 +74,28 @@ SETUP = [
         },
     ),
     (
-        "/apis/kueue.x-k8s.io/v1beta1/namespaces/bench/localqueues",
+        f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{NS}/localqueues",
         {
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": "bench"},
+            "metadata": {"name": "lq", "namespace": NS},
             "spec": {"clusterQueue": "cq"},
         },
     ),
-]
+]  # fmt: skip
+
+SBATCH_QUOTED = (
+    "sbatch (quoted, not run here: issue 18 and ../shared/bench/slurm/README.md, same kind of "
+    "machine): sequential 188-253/s (README: 191/s); 8 submitters 366-370/s (README: 302/s with 4)"
+)
+SBATCH_SEQ, SBATCH_8 = 253.0, 370.0  # the best quoted figures: targets are ratios to these
 
 
-def _workload(name: str) -> dict[str, object]:
+def workload(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta1",
         "kind": "Workload",
-        "metadata": {"name": name, "namespace": "bench"},
+        "metadata": {"name": name, "namespace": NS},
         "spec": {
             "queueName": "lq",
             "podSets": [
@@ -89,53 +113,389 @@ def _workload(name: str) -> dict[str, object]:
     }
 
 
-def _run(url: str, token: str, total: int, clients: int) -> tuple[float, list[float]]:
-    path = f"{url}/apis/kueue.x-k8s.io/v1beta1/namespaces/bench/workloads"
-    latencies: list[float] = []
-    lock = threading.Lock()
-    per_client = total // clients
+@dataclass(slots=True)
+class Result:
+    clients: int
+    created: int
+    errors: int
+    wall: float
+    p50_ms: float
+    p99_ms: float
+    gen_cpu: float  # generator CPU seconds
+    srv_cpu: float  # server CPU seconds
 
-    def client() -> None:
-        with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
+    @property
+    def rate(self) -> float:
+        return self.created / self.wall if self.wall else 0.0
+
+    def line(self, label: str) -> str:
+        cores = os.cpu_count() or 1
+        return (
+            f"  {label:<34} {self.clients:>2} client(s): {self.rate:7,.0f} creates/s  "
+            f"p50 {self.p50_ms:6.1f} ms  p99 {self.p99_ms:7.1f} ms  "
+            f"(generator {100 * self.gen_cpu / self.wall / cores:3.0f}% of {cores} cores, "
+            f"server {100 * self.srv_cpu / self.wall / cores:3.0f}%"
+            + (f", {self.errors} errors)" if self.errors else ")")
+        )
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (and its reaped children) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / ticks
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# -- the load generator: wrk with Lua ---------------------------------------------------------------
+LUA = """
+local counter = 0
+local threads = {}
+local template = [[%s]]
+function setup(thread)
+  thread:set("tid", #threads)
+  table.insert(threads, thread)
+end
+function init(args)
+  prefix = args[1]
+  hdrs = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. args[2]}
+end
+function request()
+  counter = counter + 1
+  local body = string.gsub(template, "NAME", prefix .. "-" .. tid .. "-" .. counter)
+  return wrk.format("POST", "%s", hdrs, body)
+end
+function done(summary, latency, requests)
+  local errs = summary.errors.status + summary.errors.connect + summary.errors.read
+             + summary.errors.write + summary.errors.timeout
+  io.write(string.format("RESULT %%d %%d %%d %%d %%d\\n", summary.requests, errs,
+    summary.duration, latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+def run_wrk(url: str, token: str, clients: int, duration: float, srv_pid: int) -> Result:
+    template = json.dumps(workload("NAME"))
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(LUA % (template, WORKLOADS))
+        script = f.name
+    prefix = "w" + uuid.uuid4().hex[:8]
+    threads = min(clients, 2)
+    cmd = ["wrk", f"-t{threads}", f"-c{clients}", f"-d{max(1, round(duration))}s", "--timeout", "30s",
+           "-s", script, url, "--", prefix, token]  # fmt: skip
+    s0 = proc_cpu(srv_pid)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out = proc.stdout.read() if proc.stdout else ""
+    wall = time.perf_counter() - t0
+    s1 = proc_cpu(srv_pid)
+    os.unlink(script)
+    line = next((x for x in out.splitlines() if x.startswith("RESULT")), None)
+    if line is None:
+        raise RuntimeError(f"wrk failed: {out} {proc.stderr.read() if proc.stderr else ''}")
+    n, errs, dur_us, p50, p99 = (int(x) for x in line.split()[1:])
+    del wall
+    return Result(clients, n - errs, errs, dur_us / 1e6, p50 / 1000, p99 / 1000,
+                  usage.ru_utime + usage.ru_stime, s1 - s0)  # fmt: skip
+
+
+# -- the fallback generator: httpx clients in separate processes ----------------------------------
+def _client_proc(url: str, token: str, per_client: int, threads: int, out: Any) -> None:
+    import threading
+
+    lat: list[float] = []
+    lock = threading.Lock()
+    errors = [0]
+
+    def one() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(headers=headers, timeout=60) as c:
             for _ in range(per_client):
                 t0 = time.perf_counter()
-                r = c.post(path, json=_workload(f"w-{uuid.uuid4().hex[:12]}"))
+                r = c.post(url + WORKLOADS, json=workload(f"p-{uuid.uuid4().hex[:12]}"))
                 dt = time.perf_counter() - t0
-                if r.status_code != 201:
-                    raise RuntimeError(f"create failed: {r.status_code} {r.text}")
                 with lock:
-                    latencies.append(dt)
+                    if r.status_code == 201:
+                        lat.append(dt)
+                    else:
+                        errors[0] += 1
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    t0 = time.perf_counter()
-    for t in threads:
+    ts = [threading.Thread(target=one) for _ in range(threads)]
+    for t in ts:
         t.start()
-    for t in threads:
+    for t in ts:
         t.join()
-    return time.perf_counter() - t0, latencies
+    out.put((lat, errors[0]))
+
+
+def run_processes(url: str, token: str, clients: int, total: int, srv_pid: int) -> Result:
+    procs_n = min(clients, 4)
+    per_proc_threads = max(1, clients // procs_n)
+    per_client = max(1, total // (procs_n * per_proc_threads))
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    s0 = proc_cpu(srv_pid)
+    t0 = time.perf_counter()
+    before = os.times()
+    ps = [
+        ctx.Process(target=_client_proc, args=(url, token, per_client, per_proc_threads, q))
+        for _ in range(procs_n)
+    ]
+    for p in ps:
+        p.start()
+    lat: list[float] = []
+    errs = 0
+    for _ in ps:
+        got, e = q.get()
+        lat += got
+        errs += e
+    for p in ps:
+        p.join()
+    wall = time.perf_counter() - t0
+    after = os.times()
+    gen = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    lat.sort()
+    p99 = lat[int(0.99 * (len(lat) - 1))] * 1000 if lat else 0.0
+    med = statistics.median(lat) * 1000 if lat else 0.0
+    return Result(clients, len(lat), errs, wall, med, p99, gen, proc_cpu(srv_pid) - s0)
+
+
+class Bench:
+    def __init__(self, srv: ServerProcess, duration: float, use_wrk: bool) -> None:
+        self.srv, self.duration, self.use_wrk = srv, duration, use_wrk
+        self.token = srv.admin_token
+        self.created = 0
+        assert srv.proc is not None
+        self.pid = srv.proc.pid
+        self.http = httpx.Client(
+            base_url=srv.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=120
+        )
+
+    def setup(self) -> None:
+        for path, doc in SETUP:
+            r = self.http.post(path, json=doc)
+            if r.status_code != 409:
+                r.raise_for_status()
+
+    def load(self, clients: int, duration: float | None = None) -> Result:
+        duration = duration or self.duration
+        if self.use_wrk:
+            res = run_wrk(self.srv.url, self.token, clients, duration, self.pid)
+        else:  # a count, sized to last about ``duration`` at 300 creates/s per... client mix
+            res = run_processes(self.srv.url, self.token, clients, int(duration * 400), self.pid)
+        self.created += res.created
+        try:
+            self.settled()
+        except (RuntimeError, httpx.HTTPError) as exc:  # say so, and measure the rest
+            print(f"  (not settled: {exc})", flush=True)
+        return res
+
+    def settled(self, timeout: float = 300.0) -> None:
+        """Wait until every created workload is admitted (the ClusterQueue's own count)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.http.get(CQ).json().get("status", {})
+            if int(st.get("admittedWorkloads", 0)) >= self.created:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.created} created, not all admitted in {timeout}s")
+
+    def fill(self, target: int) -> None:
+        """Create workloads (32 clients) until ``target`` exist."""
+        while self.created < target:
+            rate = max(self.created / 10, 200.0)
+            secs = min(60.0, max(2.0, (target - self.created) / max(rate, 200.0)))
+            r = self.load(32, secs)
+            rate = r.rate
+            del rate
+
+    def rss(self) -> float:
+        return rss_mb(self.pid)
+
+
+# -- watchers and dashboard streams in their own process ------------------------------------------
+async def _open_streams(
+    port: int, token: str, watches: int, streams: int, rv: str, ready: Any
+) -> None:
+    paths = []
+    for i in range(watches):
+        accept = "application/json"
+        if i % 4 == 3:  # a quarter ask for Tables, as kubectl get -w does
+            accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+        # from the list's resourceVersion, as an informer watches after listing
+        # (bookmarks: the server answers at once, so the bench knows the watch is open)
+        paths.append(
+            (f"{WORKLOADS}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true", accept)
+        )
+    for _ in range(streams):
+        paths.append((f"/apis/gpuaas.dev/v1alpha1/dashboard/stream?token={token}", "*/*"))
+    received = [0]
+    opened = [0]
+
+    async def one(path: str, accept: str) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            f"Accept: {accept}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        first = True
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                return
+            if first:
+                first = False
+                opened[0] += 1
+                if opened[0] == len(paths):
+                    ready.set()  # every stream is open and has had its first answer
+            received[0] += len(chunk)
+
+    tasks = []
+    for p, a in paths:
+        tasks.append(asyncio.create_task(one(p, a)))
+        if len(tasks) % 100 == 0:
+            await asyncio.sleep(0.05)
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _streams_proc(port: int, token: str, watches: int, streams: int, rv: str, ready: Any) -> None:
+    asyncio.run(_open_streams(port, token, watches, streams, rv, ready))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=400)
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--duration", type=float, default=8.0, help="seconds per measured run")
+    ap.add_argument("--admitted", type=int, default=10_000)
+    ap.add_argument("--watches", type=int, default=1000)
+    ap.add_argument("--streams", type=int, default=300)
+    ap.add_argument("--rss-workloads", type=int, default=100_000)
     ap.add_argument("--db", default=None, help="PostgreSQL URL (default: SQLite in a temp dir)")
+    ap.add_argument("--generator", choices=("auto", "wrk", "processes"), default="auto")
+    ap.add_argument(
+        "--parts", default="rate,admitted,fanout,rss", help="comma list of the parts to run"
+    )
+    ap.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also run every part (but rss) on the gpuaas source at SRC (e.g. ../main/src), "
+        "each part first there and then here, so both see the same machine load",
+    )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, ServerProcess(Path(tmp), args.db) as srv:
-        token = srv.admin_token
-        with httpx.Client(headers={"Authorization": f"Bearer {token}"}) as c:
-            for path, doc in SETUP:
-                r = c.post(f"{srv.url}{path}", json=doc)
-                if r.status_code != 409:  # a PostgreSQL database may hold them from a last run
-                    r.raise_for_status()
-        print(f"gpuaas API bench ({args.db or 'SQLite'}), {args.requests} durable creates per run")
-        for clients in (1, args.clients):
-            wall, lat = _run(srv.url, token, args.requests, clients)
-            lat.sort()
-            print(
-                f"  {clients} client(s): {len(lat) / wall:,.0f} creates/s, latency p50 "
-                f"{statistics.median(lat) * 1000:.1f} ms p99 {lat[int(0.99 * (len(lat) - 1))] * 1000:.1f} ms"
-            )
+    use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
+    parts = set(args.parts.split(","))
+    store = "SQLite, durable" if args.db is None else "PostgreSQL"
+    gen = "wrk + Lua" if use_wrk else "httpx client processes"
+    print(f"gpuaas API bench ({store}; generator: {gen}; {args.duration:g} s per run)")
+    print(f"  {SBATCH_QUOTED}")
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    trees = [("before", str(Path(args.baseline).resolve()))] if args.baseline else []
+    trees.append(("after" if args.baseline else "gpuaas", here))
+
+    def fresh(tmp: Path, src: str) -> ServerProcess:
+        os.environ["PYTHONPATH"] = src  # the server process imports gpuaas from here
+        db = args.db
+        if db is not None:  # a schema of its own, so every run starts empty
+            schema = f"bench_{uuid.uuid4().hex[:8]}"
+            db = f"{db}{'&' if '?' in db else '?'}schema={schema}"
+        return ServerProcess(tmp, db).start()
+
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        if parts & {"rate", "admitted"}:
+            empty: dict[tuple[str, int], Result] = {}
+            servers = {}
+            try:
+                for label, src in trees:
+                    srv = servers[label] = fresh(Path(tmp) / f"a-{label}", src)
+                    b = Bench(srv, args.duration, bool(use_wrk))
+                    b.setup()
+                    for c in (1, 32):
+                        empty[(label, c)] = b.load(c)
+                        print(empty[(label, c)].line(f"{label}: empty server"), flush=True)
+                    e1, e32 = empty[(label, 1)], empty[(label, 32)]
+                    print(
+                        f"  -> {label}: 32 clients {e32.rate / SBATCH_8:.1f}x sbatch with 8 "
+                        f"submitters (target 5x, >= 2,000/s, p99 < 100 ms); 1 client "
+                        f"{e1.rate / SBATCH_SEQ:.1f}x sequential sbatch (target 2x)"
+                    )
+                    if "admitted" in parts:
+                        b.fill(args.admitted)
+                        print(f"  ({label}: {b.created:,} admitted; server RSS {b.rss():.0f} MB)")
+                        for c in (1, 32):
+                            r = b.load(c)
+                            print(r.line(f"{label}: {b.created - r.created:,} admitted"))
+                            print(
+                                f"  -> {label}: {100 * r.rate / empty[(label, c)].rate:.0f}% of "
+                                "the empty-server rate (target >= 90%)",
+                                flush=True,
+                            )
+                    srv.stop()
+            finally:
+                for srv in servers.values():
+                    srv.stop()
+        if "fanout" in parts:
+            for label, src in trees:
+                srv = fresh(Path(tmp) / f"b-{label}", src)
+                try:
+                    b = Bench(srv, args.duration, bool(use_wrk))
+                    b.setup()
+                    base = b.load(32)
+                    print(base.line(f"{label}: fresh server, no streams"))
+                    ctx = multiprocessing.get_context("spawn")
+                    ready = ctx.Event()
+                    listed = b.http.get(WORKLOADS, params={"limit": 1}).json()
+                    rv = listed["metadata"]["resourceVersion"]
+                    sp = ctx.Process(
+                        target=_streams_proc,
+                        args=(srv.port, b.token, args.watches, args.streams, rv, ready),
+                    )
+                    sp.start()
+                    t0 = time.perf_counter()
+                    if not ready.wait(600):
+                        print("  (not every stream opened in 600 s)")
+                    print(f"  ({label}: {args.watches} watches and {args.streams} streams open "
+                          f"in {time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+                    time.sleep(1)
+                    assert sp.pid is not None
+                    c0 = proc_cpu(sp.pid)
+                    r = b.load(32)
+                    cpu = proc_cpu(sp.pid) - c0
+                    print(r.line(f"{label}: {args.watches} watches + {args.streams} streams"))
+                    print(
+                        f"  -> {label}: p50 {r.p50_ms / base.p50_ms:.1f}x the figure without "
+                        f"them (target <= 2x); stream reader {100 * cpu / r.wall / cores:.0f}% "
+                        f"of {cores} cores",
+                        flush=True,
+                    )
+                    sp.kill()
+                    sp.join()
+                finally:
+                    srv.stop()
+        if "rss" in parts:
+            srv = fresh(Path(tmp) / "c", here)
+            try:
+                b = Bench(srv, args.duration, bool(use_wrk))
+                b.setup()
+                print(f"  server RSS: {b.rss():.0f} MB empty")
+                t0 = time.perf_counter()
+                step = max(args.rss_workloads // 4, 1)
+                while b.created < args.rss_workloads:
+                    b.fill(min(b.created + step, args.rss_workloads))
+                    print(f"  server RSS: {b.rss():.0f} MB with {b.created:,} workloads "
+                          f"({time.perf_counter() - t0:.0f} s filling)", flush=True)  # fmt: skip
+            finally:
+                srv.stop()
 
 
 if __name__ == "__main__":

@@ -185,11 +185,54 @@ def _ms(values: list[float], pct: int) -> str:
     return f"{value * 1000:7.1f} ms"
 
 
+def ray_phases(cluster: LocalRayCluster, runs: int, marks: Path) -> None:
+    """Where a pod start goes on Ray, step by step as the Ray runtime takes them: the placement
+    group placed (``pg.ready()``), the pod's actor created and its ``__init__`` done (a Ray worker
+    process started for it, the pod's leader spawned), the pod's command running (its mark)."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from gpuaas.runtimes.ray_actor import PodProcess
+
+    ray.init(address=cluster.address, namespace="gpuaas-bench", logging_level="ERROR",
+             log_to_driver=False)  # fmt: skip
+    actor_class = ray.remote(PodProcess)
+    phases: dict[str, list[float]] = {"group placed": [], "actor ready": [], "command runs": []}
+    try:
+        for i in range(runs):
+            t0 = time.time()
+            pg = placement_group([{"CPU": 0.1, "GPU": 4.0}], strategy="PACK")
+            ray.get(pg.ready(), timeout=60)
+            t1 = time.time()
+            script = f"date +%s.%N > {marks}/phase-{i}; exec sleep 300"
+            actor = actor_class.options(
+                num_cpus=0.1, num_gpus=4, max_concurrency=8,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0),
+            ).remote(["/bin/sh", "-c", script], {}, None, f"bench-{i}")  # fmt: skip
+            ray.get(actor.state.remote(), timeout=60)
+            t2 = time.time()
+            t3 = until(lambda i=i: mark(marks, f"phase-{i}"), "the command")  # type: ignore[misc]
+            phases["group placed"].append(t1 - t0)
+            phases["actor ready"].append(t2 - t1)
+            phases["command runs"].append(t3 - t2)
+            ray.get(actor.terminate.remote(0.0))
+            ray.kill(actor)
+            remove_placement_group(pg)
+    finally:
+        ray.shutdown()
+    for name, values in phases.items():
+        print(f"ray    phase {name:13} p50 {_ms(values, 50)}  p99 {_ms(values, 99)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--pods", type=int, default=30)
     parser.add_argument("--runtimes", default="local,ray")
+    parser.add_argument(
+        "--phases", type=int, default=0, help="also time N Ray pod starts step by step"
+    )
     args = parser.parse_args()
     wanted = args.runtimes.split(",")
     with tempfile.TemporaryDirectory(prefix="gpuaas-bench-") as tmp:
@@ -206,6 +249,9 @@ def main() -> None:
             try:
                 extra = ("--runtime", "ray", "--ray-address", cluster.address)
                 measure("ray", extra, {TYPE: "g6.12xlarge"}, args, root)
+                if args.phases:
+                    (root / "marks-phases").mkdir()
+                    ray_phases(cluster, args.phases, root / "marks-phases")
             finally:
                 cluster.stop()
         print(f"slurm  prod job runs after submission: {SLURM}")

@@ -9,6 +9,7 @@ The session hooks check that the tests left no process of theirs running.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,12 +59,19 @@ def _children() -> list[psutil.Process]:
 
 
 _session_started = 0.0
+# Marks every process this session starts (servers, their pods, Ray nodes and the pods Ray runs
+# inherit it; the runtimes drop only GPUAAS_* and RAY_* names from a pod's environment), so the
+# orphan sweep below never takes another session's pods for ours: on a machine shared by several
+# test runs, it used to SIGKILL their pods (a Ray pod restarted "without SIGTERM and without its
+# actor being lost", the dead-node test's rare flake).
+SESSION_ENV = "TESTS_GPUAAS_SESSION"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _session_started
     _session_started = time.time() - 1
     _children_at_start.update(p.pid for p in _children())
+    os.environ[SESSION_ENV] = secrets.token_hex(8)
 
 
 def _orphaned_pods(basetemp: str | None) -> list[psutil.Process]:
@@ -79,7 +87,9 @@ def _orphaned_pods(basetemp: str | None) -> list[psutil.Process]:
                 continue
             if basetemp is not None and not any(basetemp in a for a in p.cmdline()):
                 continue
-            if "GPUAAS_POD_UID" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+            env = p.environ()
+            ours = env.get(SESSION_ENV) == os.environ.get(SESSION_ENV)
+            if "GPUAAS_POD_UID" in env and ours and p.status() != psutil.STATUS_ZOMBIE:
                 found.append(p)
         except psutil.Error:
             continue

@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import TypeVar
 
 import uvicorn
+import yaml
 from fastapi import FastAPI
 
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.api.draining import Draining, DrainingServer
+from gpuaas.core.config import SchedulerConfig, parse_configuration
+from gpuaas.core.errors import ApplyError
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
 from gpuaas.engine.checks import CheckDispatcher
 from gpuaas.engine.engine import Engine
@@ -73,6 +76,7 @@ class ServerOptions:
     node_config: Path | None = None
     ray_address: str | None = None  # --runtime ray: the Ray cluster to join (None: start one)
     ray_nodes: Path | None = None  # --runtime ray: taints per Ray node (YAML)
+    kueue_config: Path | None = None  # Kueue's Configuration (fairSharing, waitForPodsReady)
     telemetry_interval: float = 15.0
     watch_history: int = 1_000_000  # changes back a watch may start (older: 410 Expired)
     multikueue_namespace: str = "kueue-system"  # Kueue's namespace: workers' kubeconfig Secrets
@@ -173,6 +177,7 @@ def build(options: ServerOptions, say: Callable[[str], None] = print) -> Server:
 
 def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock) -> Server:
     data_dir = options.data_dir
+    config = read_kueue_config(options.kueue_config)
     try:
         node = detect_node(options.fake_gpus, options.node_config)
         runtime = registry.create(
@@ -201,7 +206,7 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
     multi_node = bool(getattr(runtime, "multi_node", False))
     bridge = RuntimeBridge(runtime, None if multi_node else node) if runtime is not None else None
     try:
-        engine = Engine(store, live_runtime=bridge is not None)
+        engine = Engine(store, config=config, live_runtime=bridge is not None)
     except StoreError as exc:
         store.close()
         raise ServerError(str(exc)) from exc
@@ -228,8 +233,10 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
         engine.close()
         store.close()
         raise ServerError(str(exc)) from exc
-    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app.
+    # 4. The namespaces a cluster with Kueue has from the start, the admin token, the HTTP app;
+    #    from here on Workload creates are acknowledged once stored and scheduled in batches.
     ensure_namespaces(engine)
+    engine.start_scheduler()
     tokens = Tokens(store, engine.committer)
     token_path = tokens.ensure_admin(data_dir)
     app = create_app(
@@ -255,6 +262,22 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
     return Server(
         options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock, multikueue
     )
+
+
+def read_kueue_config(path: Path | None) -> SchedulerConfig:
+    """Kueue's ``Configuration`` file (``--kueue-config``): the fields that change scheduling,
+    as Kueue's controller manager reads them at start-up. Raises ``ServerError`` naming the file,
+    the field and the reason."""
+    if path is None:
+        return SchedulerConfig()
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ServerError(f"--kueue-config {path}: {exc}") from exc
+    try:
+        return parse_configuration(doc if doc is not None else {})
+    except ApplyError as exc:
+        raise ServerError(f"--kueue-config {path}: {exc}") from exc
 
 
 def ensure_namespaces(engine: Engine) -> None:

@@ -80,12 +80,26 @@ def test_preemption_shows_live_without_reload(
             assert page.locator('.node-match[data-matches="true"]').count() == 2
             assert "needs label nvidia.com/gpu.product=NVIDIA-H100" in page.inner_text("main")
             assert page.locator(".node-match.ok .node-gpus li").count() == 8
+            # every node of the runtime (GET /nodes; here this server's one node), with the
+            # flavors whose nodeLabels it carries: not the H100 one
+            card = page.locator("[data-node-card]")
+            card.first.wait_for(timeout=5_000)
+            assert card.count() == 1
+            chips = card.first.locator(".node-flavors .chip").all_inner_texts()
+            assert "h100-flavor" not in chips and len(chips) == 2
+        if name == "gpus":  # each node's GPUs, and the pod holding each
+            slots = page.locator("[data-node-gpu]")
+            held_slots = page.locator('[data-node-gpu][data-holder*="/team-a-job/"]')
+            held_slots.nth(1).wait_for(timeout=10_000)  # the node list is re-read every 2 s
+            assert slots.count() == 4
+            holders = [slots.nth(i).get_attribute("data-holder") for i in range(4)]
+            assert sorted(h.split("/")[1] for h in holders if h) == ["team-a-job"] * 2
         page.screenshot(path=str(artifacts / f"04-{name}.png"), full_page=True)
     # the GPU panel (fake GPUs, live pinning) names team-a-job as the holder of two GPUs
-    held = page.locator(".gpu", has_text="team-a/team-a-job")
+    held = page.locator(".gpu[data-key]", has_text="team-a/team-a-job")  # the telemetry panel
     held.first.wait_for(timeout=5_000)
     assert held.count() == 2
-    assert page.locator(".gpu", has_text="free").count() == 2
+    assert page.locator(".gpu[data-key]", has_text="free").count() == 2
 
     page.goto(server.url + "/#/workload/team-b/team-b-job")
     page.locator("pre.yaml", has_text="kind: Workload").wait_for(timeout=5_000)

@@ -154,8 +154,8 @@ BAD: list[tuple[str, Any, str]] = [
     ),
     (
         "unsupported configuration",
-        _set("spec.configuration", {"waitForPodsReady": {"enable": True}}),
-        "spec.configuration.waitForPodsReady: not supported",
+        _set("spec.configuration", {"manageJobsWithoutQueueName": True}),
+        "spec.configuration.manageJobsWithoutQueueName: not supported",
     ),
     (
         "enable not bool",

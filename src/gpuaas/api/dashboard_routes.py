@@ -4,7 +4,9 @@
 step). ``.../dashboard/summary`` answers ``dashboard_view.build_summary`` for the caller's token;
 ``.../dashboard/stream`` sends the same summary as an SSE ``summary`` event on connect, within a
 fraction of a second of every committed change (through the engine's subscribe hook), and every
-few seconds otherwise. EventSource cannot set headers, so both JSON routes take the token from
+few seconds otherwise. The summary is built and serialized once per burst of changes for all the
+open streams of one caller (``_Feed``), never once per stream: a stream sends the newest one, so a
+slow reader skips summaries instead of queueing them. EventSource cannot set headers, so both JSON routes take the token from
 ``Authorization: Bearer`` or from ``?token=``. A sampler thread feeds the per-ClusterQueue usage
 history on every change and every few seconds. Nothing here changes engine state.
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator
+from functools import partial
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -33,9 +37,12 @@ from gpuaas.store import Change
 
 DASHBOARD = "/apis/gpuaas.dev/v1alpha1/dashboard"
 COALESCE_S = 0.1  # gather a burst of commits into one push; well inside the 1 s promise
+PER_STREAM_S = 0.002  # ... and longer while streams are many (300: 0.7 s), still inside it
+MAX_COALESCE_S = 0.9
 REFRESH_S = 5.0  # push anyway so sparklines and clocks move when nothing changes
 SAMPLE_EVERY_S = 3.0
 SAMPLE_MIN_GAP_S = 0.25
+log = logging.getLogger(__name__)
 
 _TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -119,39 +126,115 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-async def _stream(
-    engine: Engine,
-    principal: Principal,
-    history: UsageHistory,
-    node: NodeInventory | None,
-    telemetry: TelemetryBridge | None,
-) -> AsyncIterator[bytes]:
-    loop = asyncio.get_running_loop()
-    changed = asyncio.Event()
+class _Feed:
+    """One caller's summary, built once per burst of changes (and every ``REFRESH_S``) for all
+    of that caller's open streams, and serialized once: a stream only sends the newest bytes."""
 
-    def visible(c: Change) -> bool:
-        ns = c.key.namespace
-        return not ns or principal.admin or ns in principal.namespaces
+    def __init__(self, feeds: _Feeds, principal: Principal) -> None:
+        self.feeds, self.principal = feeds, principal
+        self.streams = 0
+        self.seq = 0
+        self.data = b""
+        self.fresh = asyncio.Condition()
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
 
-    def deliver(_c: Change) -> None:
-        loop.call_soon_threadsafe(changed.set)
+    async def run(self) -> None:
+        f = self.feeds
+        loop = asyncio.get_running_loop()
+        flagged = threading.Event()  # set from the fan-out thread: one wake per burst
 
-    sub: Any = engine.subscribe(visible, deliver)
+        def visible(c: Change) -> bool:
+            ns = c.key.namespace
+            return not ns or self.principal.admin or ns in self.principal.namespaces
+
+        def deliver(_c: Change) -> None:
+            if not flagged.is_set():
+                flagged.set()
+                loop.call_soon_threadsafe(self.changed.set)
+
+        sub: Any = f.engine.subscribe(visible, deliver)
+        try:
+            while self.streams > 0:
+                try:
+                    summary = await run_in_threadpool(
+                        build_summary, f.engine, self.principal, f.history, f.node, f.telemetry
+                    )
+                except Exception:  # the next change or refresh tries again
+                    log.exception("building the dashboard summary failed")
+                else:
+                    self.data = _sse("summary", summary)
+                    async with self.fresh:
+                        self.seq += 1
+                        self.fresh.notify_all()
+                try:
+                    await asyncio.wait_for(self.changed.wait(), REFRESH_S)
+                    await asyncio.sleep(f.coalesce_s())
+                except TimeoutError:
+                    pass
+                self.changed.clear()
+                flagged.clear()
+        finally:
+            sub.close()
+
+    def _newer(self, seen: int) -> bool:
+        return self.seq > seen
+
+    async def updates(self) -> AsyncIterator[bytes]:
+        """The newest summary whenever it changes; a slow reader skips the ones it missed."""
+        seen = 0
+        while True:
+            async with self.fresh:
+                await self.fresh.wait_for(partial(self._newer, seen))
+                seen = self.seq
+            yield self.data
+
+
+class _Feeds:
+    """The open feeds, one per caller (token name, admin, namespaces), on the event loop."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        history: UsageHistory,
+        node: NodeInventory | None,
+        telemetry: TelemetryBridge | None,
+    ) -> None:
+        self.engine, self.history, self.node, self.telemetry = engine, history, node, telemetry
+        self._feeds: dict[Principal, _Feed] = {}
+
+    def coalesce_s(self) -> float:
+        """How long a feed gathers changes before it rebuilds: every push is a send per stream
+        on the event loop, so many streams push less often."""
+        streams = sum(f.streams for f in self._feeds.values())
+        return min(MAX_COALESCE_S, COALESCE_S + PER_STREAM_S * streams)
+
+    def join(self, principal: Principal) -> _Feed:
+        feed = self._feeds.get(principal)
+        if feed is None or feed.task is None or feed.task.done():
+            feed = self._feeds[principal] = _Feed(self, principal)
+        feed.streams += 1
+        if feed.task is None:
+            feed.task = asyncio.get_running_loop().create_task(feed.run())
+        return feed
+
+    def leave(self, feed: _Feed) -> None:
+        feed.streams -= 1
+        if feed.streams <= 0:
+            if self._feeds.get(feed.principal) is feed:
+                del self._feeds[feed.principal]
+            if feed.task is not None:
+                feed.task.cancel()
+
+
+async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes]:
+    feed = feeds.join(principal)
     try:
         yield b"retry: 1000\n\n"
-        while True:
-            summary = await run_in_threadpool(
-                build_summary, engine, principal, history, node, telemetry
-            )
-            yield _sse("summary", summary)
-            try:
-                await asyncio.wait_for(changed.wait(), REFRESH_S)
-                await asyncio.sleep(COALESCE_S)
-            except TimeoutError:
-                pass
-            changed.clear()
+        async for data in feed.updates():
+            yield data
     finally:
-        sub.close()
+        feeds.leave(feed)
 
 
 def install(app: FastAPI) -> None:
@@ -162,6 +245,7 @@ def install(app: FastAPI) -> None:
     history.sample(engine)
     app.state.dashboard_history = history
     app.state.dashboard_sampler = _Sampler(engine, history)
+    feeds = _Feeds(engine, history, node, telemetry)
     router = APIRouter()
 
     @router.get("/", include_in_schema=False)
@@ -182,7 +266,7 @@ def install(app: FastAPI) -> None:
     async def _live(request: Request) -> Response:
         p = await principal_of(request)
         return StreamingResponse(
-            _stream(engine, p, history, node, telemetry),
+            _stream(feeds, p),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

@@ -153,6 +153,14 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
                 bookmarks=q.get("allowWatchBookmarks", "").lower() == "true",
                 api_version=api_version,
                 history=request.app.state.watch_history,
+                encoding_key=(api_version, kind.kind, as_table, include),
+                filter_key=(
+                    kind.gk,
+                    None if allowed is None else frozenset(allowed),
+                    None if visible_ns is None else frozenset(visible_ns),
+                    q.get("fieldSelector", ""),
+                    q.get("labelSelector", ""),
+                ),
             )
             return StreamingResponse(gen, media_type="application/json")
 

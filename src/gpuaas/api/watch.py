@@ -2,8 +2,12 @@
 
 Without a resourceVersion the stream starts with every matching object as ADDED, then follows live
 changes; with one it replays the change log after it, then follows. Live changes arrive from the
-engine's watch hub (after commit) through the event loop; duplicates of what was already sent are
-dropped by resourceVersion, so a change is never sent twice or out of order.
+engine's watch hub (after commit), already encoded once for every stream of the same encoding
+(``encoding_key``: API version, JSON or Table), through one inbox per event loop; duplicates of
+what was already sent are dropped by resourceVersion, so a change is never sent twice or out of
+order. Each stream's queue is bounded (``MAX_QUEUED``): a client that reads too slowly has its
+stream ended, as kube-apiserver ends a watcher that falls behind, and watches again from the
+last resourceVersion it saw.
 
 As kube-apiserver: a resourceVersion older than the history the server replays (``history``
 changes back) gets one ERROR event holding a 410 Expired Status and the stream ends (clients then
@@ -15,17 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+import threading
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api.status import status_doc
 from gpuaas.engine.engine import Engine
+from gpuaas.engine.watch import Encoding, Lines
 from gpuaas.store import Change
 from gpuaas.vocab.kinds import Kind
 
-_MAX_QUEUED = 50_000
+MAX_QUEUED = 10_000  # changes a stream may have waiting; more, and it ends (the client re-watches)
 BOOKMARK_SECONDS = 5.0  # how long an idle stream waits before it sends a bookmark
 
 
@@ -52,8 +60,70 @@ def too_large(resource_version: int, current: int) -> bytes:
     )
 
 
-async def _next(queue: asyncio.Queue[Change | None]) -> Change | None:
-    return await queue.get()
+class StreamQueue:
+    """One stream's bounded queue of encoded changes, filled on its event loop. It keeps the
+    hand-offs' line lists themselves (shared by every stream of the same encoding and filter),
+    so a hand-off costs a stream O(1), not a copy of every line."""
+
+    def __init__(self) -> None:
+        self.batches: deque[Lines] = deque()
+        self.size = 0  # lines waiting
+        self.ready = asyncio.Event()
+        self.dropped = False
+
+    def receive(self, lines: Lines) -> None:
+        if self.dropped:
+            return
+        if self.size + len(lines) > MAX_QUEUED:
+            # Too slow: its stream ends and the client watches again from the resourceVersion
+            # it saw last (or gets 410 Expired), while writers and other watchers go on.
+            self.dropped = True
+            self.batches.clear()
+            self.size = 0
+        else:
+            self.batches.append(lines)
+            self.size += len(lines)
+        self.ready.set()
+
+    def take(self) -> Iterator[tuple[int, bytes]]:
+        """Every waiting (resourceVersion, line), oldest first; the queue is empty after."""
+        batches, self.batches, self.size = self.batches, deque(), 0
+        for batch in batches:
+            for change, data in batch:
+                yield change.rv, data
+
+
+class _Inbox:
+    """One per event loop: the fan-out thread posts each stream's lines here, and the loop is
+    woken once per hand-off, not once per stream or per change."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._items: list[tuple[StreamQueue, Lines]] = []
+
+    def post(self, pending: StreamQueue, lines: Lines) -> None:
+        with self._lock:
+            self._items.append((pending, lines))
+            if len(self._items) > 1:
+                return  # a drain is already on its way
+        self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+        for pending, lines in items:
+            pending.receive(lines)
+
+
+_INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    inbox = _INBOXES.get(loop)
+    if inbox is None:
+        inbox = _INBOXES[loop] = _Inbox(loop)
+    return inbox
 
 
 async def stream(
@@ -67,8 +137,14 @@ async def stream(
     bookmarks: bool = False,
     api_version: str = "",
     history: int | None = None,
+    encoding_key: Hashable | None = None,
+    filter_key: Hashable | None = None,
 ) -> AsyncIterator[bytes]:
-    """``history``: how many changes back a resourceVersion may start (None: all of them)."""
+    """``history``: how many changes back a resourceVersion may start (None: all of them).
+    ``encoding_key``: equal for streams whose ``shape`` renders alike (API version, format), so
+    that each change is encoded once for all of them; None: this stream's own. ``filter_key``:
+    equal for streams whose ``match`` is the same (tenant, namespaces, selectors), so that each
+    change is matched once for all of them; None: this stream's own."""
     if resource_version is not None and resource_version > engine.rv:
         yield too_large(resource_version, engine.rv)
         return
@@ -77,22 +153,23 @@ async def stream(
         if resource_version < oldest:
             yield expired(resource_version, oldest)
             return
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[Change | None] = asyncio.Queue()
+    inbox = _inbox(asyncio.get_running_loop())
+    loop = inbox.loop
+    pending = StreamQueue()
+    encoding = Encoding(
+        encoding_key if encoding_key is not None else object(), lambda c: _line(c, shape)
+    )
 
-    def deliver(change: Change) -> None:
-        if queue.qsize() > _MAX_QUEUED:
-            loop.call_soon_threadsafe(queue.put_nowait, None)  # too slow: end the stream
-            raise RuntimeError("watcher fell behind")
-        loop.call_soon_threadsafe(queue.put_nowait, change)
+    def deliver(lines: Lines) -> None:
+        inbox.post(pending, lines)
 
     sub: Any
     if resource_version is None:
         initial, last, sub = await run_in_threadpool(
-            engine.snapshot_for_watch, kind, match, deliver
+            engine.snapshot_for_encoded_watch, kind, match, encoding, deliver, filter_key
         )
     else:
-        sub = engine.subscribe(match, deliver)
+        sub = engine.subscribe_encoded(match, encoding, deliver, filter_key)
         initial, last = [], resource_version
         while True:
             batch = await run_in_threadpool(engine.store.changes_since, last, 5000)
@@ -112,21 +189,28 @@ async def stream(
             yield bookmark()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
-            wait = None if deadline is None else max(0.0, deadline - loop.time())
-            if bookmarks:
-                wait = BOOKMARK_SECONDS if wait is None else min(wait, BOOKMARK_SECONDS)
-            try:
-                nxt = await asyncio.wait_for(_next(queue), wait)
-            except TimeoutError:
-                if deadline is not None and loop.time() >= deadline:
-                    return
-                yield bookmark()
-                continue
-            if nxt is None:
+            if pending.dropped:
                 return
-            if nxt.rv <= last:
+            if not pending.size:
+                pending.ready.clear()
+                wait = None if deadline is None else max(0.0, deadline - loop.time())
+                if bookmarks:
+                    wait = BOOKMARK_SECONDS if wait is None else min(wait, BOOKMARK_SECONDS)
+                try:
+                    async with asyncio.timeout(wait):  # no task per wait, unlike wait_for
+                        await pending.ready.wait()
+                except TimeoutError:
+                    if deadline is not None and loop.time() >= deadline:
+                        return
+                    yield bookmark()
                 continue
-            last = nxt.rv
-            yield _line(nxt, shape)
+            chunk = []
+            for rv, data in pending.take():
+                if rv <= last:
+                    continue  # already sent (the snapshot or the replay had it)
+                last = rv
+                chunk.append(data)
+            if chunk:
+                yield b"".join(chunk)
     finally:
         sub.close()

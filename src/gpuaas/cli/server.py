@@ -81,6 +81,13 @@ def serve(
         Path | None,
         typer.Option("--ray-nodes", help="--runtime ray: YAML {nodes: {NAME: {taints: [...]}}}."),
     ] = None,
+    kueue_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--kueue-config",
+            help="Kueue's Configuration (config.kueue.x-k8s.io) YAML: fairSharing, waitForPodsReady.",
+        ),
+    ] = None,
     telemetry_interval: Annotated[
         float,
         typer.Option("--telemetry-interval", help="Seconds between GPU samples.", min=0.05),
@@ -142,6 +149,7 @@ def serve(
         node_config=node_config,
         ray_address=ray_address,
         ray_nodes=ray_nodes,
+        kueue_config=kueue_config,
         telemetry_interval=telemetry_interval,
         watch_history=watch_history,
         multikueue_namespace=multikueue_namespace,

@@ -36,6 +36,7 @@ from gpuaas.core.objects import (
     Workload,
     WorkloadPriorityClass,
 )
+from gpuaas.core.podsready import PodsReadyGate
 from gpuaas.core.preemption import ClassicalPreemption, PreemptionSearch
 from gpuaas.core.queues import ClusterQueueQueue
 from gpuaas.core.quota import QuotaNode, quotas_of
@@ -106,6 +107,7 @@ class Cluster:
         self._scheduler = Scheduler(self)
         self.life = Lifecycle(self)
         self.gate = CheckGate(self)
+        self.pods_ready = PodsReadyGate(self, self.config.wait_for_pods_ready)
         self.now = 0.0  # the instant being scheduled (set by schedule())
         # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it, and
         # (namespace, LocalQueue) -> resolve_cq's answer. Both are forgotten on any apply or
@@ -469,7 +471,9 @@ class Cluster:
             _, name = heapq.heappop(self._wakeups)
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name], now)
+        self.pods_ready.expire(now)  # waitForPodsReady: evict what timed out, before scheduling
         for wl in self.backoff.due(now, self.workloads):
+            self.pods_ready.backoff_finished(wl, now)
             self.dirty.add(wl.key)  # its status loses requeueState.requeueAt, as in Kueue
             self.push(wl)
         self.admitted_now.clear()
@@ -533,7 +537,7 @@ class Cluster:
     def next_wakeup(self) -> float | None:
         """The next instant at which ``schedule`` has something new to look at, if any."""
         times = [at for _, at in self._pending_requeue.values()]
-        times += [t for t in (self.backoff.next_at(),) if t is not None]
+        times += [t for t in (self.backoff.next_at(), self.pods_ready.next_at()) if t is not None]
         times += [self._wakeups[0][0]] if self._wakeups else []
         return min(times) if times else None
 
@@ -575,6 +579,11 @@ class Cluster:
             return False
         self.life.evict(wl, reason, message, now)
         return True
+
+    def set_pods_ready(self, key: str, ready: bool, now: float) -> bool:
+        """The runtime says whether every pod of an admitted workload runs (waitForPodsReady's
+        PodsReady condition); True if the condition changed. Inert unless it is enabled."""
+        return self.pods_ready.set_pods_ready(key, ready, now)
 
     def evict_with_backoff(
         self,

@@ -58,6 +58,8 @@ class Lifecycle:
         write = record.CONDITION_WRITERS.get(type(d))  # record.conditions, one call fewer
         if write is not None:
             write(wl, d)
+        if c.pods_ready.enabled:
+            c.pods_ready.follow(wl, d)
         if c.record_events:
             c.events.extend(record.events(d, c.workloads))
 
@@ -218,6 +220,8 @@ class Lifecycle:
             record.conditions(wl, reserve)
             if not wl.awaiting_checks:
                 record.conditions(wl, admit)
+                if c.pods_ready.enabled:
+                    c.pods_ready.follow(wl, admit)
             return
         self.emit(wl, reserve)
         if self.c.gate.on_reserve(wl, cq.spec, now):

@@ -26,6 +26,7 @@ from gpuaas.core.flavors import (
     reduce_pod_sets,
 )
 from gpuaas.core.objects import FlavorResource, PreemptionPolicy, QueueingStrategy
+from gpuaas.core.podsready import BLOCKED_MESSAGE, WAITING_FOR_PODS_READY
 from gpuaas.core.preemption import Preemptor, Target
 from gpuaas.core.quota import QuotaNode, lowest_subtree_that_fits
 from gpuaas.core.state import WorkloadState
@@ -201,6 +202,7 @@ class Scheduler:
         preempted: dict[str, Target] = {}
         removed: dict[str, dict[FlavorResource, int]] = {}
         progress = False
+        blocked: bool | None = None  # waitForPodsReady.blockAdmission, looked at on a first fit
         for e in entries:
             assert e.assignment is not None
             mode = e.assignment.mode()
@@ -248,7 +250,17 @@ class Scheduler:
                 continue
             # Kept in the tree: applying the admission below makes it permanent.
             e.cq.node.add_usages(usage)
+            if blocked is None:
+                blocked = c.pods_ready.blocks_admission()
+            if blocked:
+                # Kueue's waitForPodsReadyIfNeeded: it fits, but waits (its usage still counts
+                # in this cycle) until every workload holding quota is PodsReady.
+                reserved.append((e.cq.node, usage))
+                e.reason, e.message = WAITING_FOR_PODS_READY, BLOCKED_MESSAGE
+                e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
+                continue
             e.admitted = True
+            blocked = c.pods_ready.block_admission  # it is not PodsReady yet
             progress = True
 
         for node, res in reserved:

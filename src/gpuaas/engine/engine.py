@@ -4,7 +4,13 @@ One ``Engine`` owns one core Cluster behind a lock. Every change follows the sam
 the request against what is stored, (2) apply it to the Cluster, (3) ``schedule(now)`` with the
 wall clock, (4) turn the new object, the changed workload statuses and the events into one batch of
 writes, (5) hand the batch to the group committer and, outside the lock, wait until it is durable.
-Watchers are told only after the commit. All admission and preemption rules stay in the core; this
+Watchers are told only after the commit.
+
+With the scheduler thread started (``start_scheduler``, as the server does), a Workload create (or
+a Job's) does only (1) and (5) for its own document: it is acknowledged once stored, and steps
+(2)-(4) run later for every arrival in order, each at the instant it arrived, on the scheduler
+thread or on whichever caller takes the lock first (``engine.settling``). The decisions are the
+ones a synchronous create would have made; their statuses are persisted in one batch per catch-up. All admission and preemption rules stay in the core; this
 module never decides who is admitted. On start (and after a failed commit) the Cluster is rebuilt
 from the store: objects in creation order, admitted workloads restored on the same flavors.
 """
@@ -16,6 +22,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -29,9 +36,11 @@ from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, dry_run, finalizers, generate_name, persisted, status
+from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.readmodel import ReadModel
+from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
     AppendChange,
@@ -88,7 +97,7 @@ class _Batch:
         self.changes: list[Change] = []
 
 
-class Engine(ReadModel):
+class Engine(Arrivals, ReadModel):
     def __init__(
         self,
         store: Store,
@@ -106,7 +115,12 @@ class Engine(ReadModel):
         self.commit_timeout = commit_timeout
         self.committer = GroupCommitter(store)
         self.hub = WatchHub()
-        self._lock = threading.RLock()
+        self._lock = SettlingLock(self._catch_up, self._has_arrivals)
+        # Creates stored and acknowledged, not yet applied to the Cluster: (object, instant).
+        self._arrivals: deque[tuple[Workload, float]] = deque()
+        self._scheduler: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
@@ -129,6 +143,7 @@ class Engine(ReadModel):
         """Rebuild the Cluster from the store, then settle it at the current time."""
         loaded = self.store.load()
         self._loads += 1
+        self._arrivals = deque()  # stored ones come back from the store below; the rest failed
         self._cluster = self._new_cluster()
         repaired = []
         for i, rec in enumerate(loaded.objects):
@@ -287,6 +302,12 @@ class Engine(ReadModel):
     # -- settle: schedule and persist the consequences ------------------------------------------
     def _settle(self, now: float, batch: _Batch) -> None:
         self._release_finalizers(now, batch)
+        events = self._decide(now)
+        self._collect_statuses(batch)
+        self._collect_events(events, batch)
+
+    def _decide(self, now: float) -> list[Event]:
+        """Schedule at ``now`` and let the observers act, until quiet; the events, in order."""
         # Every decision and event since the last settle, those of apply/delete included; both
         # are drained so that they do not grow for the life of the server.
         decisions = self._cluster.schedule(now)
@@ -302,8 +323,7 @@ class Engine(ReadModel):
             # show them what that caused (an admission after a stop), so they can act on it too.
             decisions = self._cluster.schedule(now)
             events += self._take_events()
-        self._collect_statuses(batch)
-        self._collect_events(events, batch)
+        return events
 
     def _take_events(self) -> list[Event]:
         """The core's and the adapters' (``record_event``) events since the last call, in order."""
@@ -421,7 +441,10 @@ class Engine(ReadModel):
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
-        with self._lock:
+        # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
+        # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
+        deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
+        with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
             doc = generate_name.named(
                 doc, lambda n: self.key_of(kind, namespace, n) in self.objects
@@ -468,12 +491,23 @@ class Engine(ReadModel):
                 self._put(batch, adopted, "MODIFIED")
             elif kind.job and isinstance(obj, Workload):
                 self._put_derived(batch, obj, doc, now, created=True)
-            if prebuilt is None:
-                self._apply(obj, now)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            if deferred and prebuilt is None and isinstance(obj, Workload):
+                self._arrivals.append((obj, now))
+                fut = self._commit(batch)
+                self._wake.set()
+                shown = self._shown(kind, rec)
+            else:
+                if deferred and self._has_arrivals():  # quick() did not settle: earlier first
+                    self._catch_up()
+                if prebuilt is None:
+                    self._apply(obj, now)
+                self._settle(now, batch)
+                fut = self._commit(batch)
+                shown = None
             out_key = key
         self._wait(fut)
+        if shown is not None:  # what was stored: its admission is decided after the reply
+            return shown
         with self._lock:
             current = self.objects.get(out_key)
             return self._shown(kind, current) if current is not None else doc
@@ -746,7 +780,13 @@ class Engine(ReadModel):
             return self.hub.subscribe(deliver, match)
 
     def close(self) -> None:
+        if self._scheduler is not None:
+            self._stopping = True
+            self._wake.set()
+            self._scheduler.join(timeout=30)
+            self._scheduler = None
         self.committer.close()
+        self.hub.close()
 
 
 def _stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:

@@ -14,8 +14,8 @@ readable.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +27,9 @@ from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, queries, views
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.explain import explain_workload
+from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.views import ClusterView, WorkloadView
-from gpuaas.store import EventRecord, JsonDoc, ObjectKey, ObjectRecord, Store
+from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store
 from gpuaas.vocab import ray_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
 
@@ -50,8 +51,9 @@ class ReadModel:
     objects: dict[ObjectKey, ObjectRecord]
     rv: int
     store: Store
+    committer: GroupCommitter
     job_status: Callable[[str], JsonDoc] | None
-    _lock: threading.RLock
+    _lock: SettlingLock
     _loads: int
     _audit: list[Event]
 
@@ -116,7 +118,12 @@ class ReadModel:
 
     def events(self, namespace: str | None = None, obj: str | None = None) -> list[EventRecord]:
         """The audit trail; for one object (``"Kind ns/name"``) that exists, only the events since
-        it was created, so a deleted namesake's events never show on a new object."""
+        it was created, so a deleted namesake's events never show on a new object. Everything
+        acknowledged before the call is settled and its events stored first."""
+        with self._lock:  # settles what arrived, and queues its events behind the rest
+            stored = self.committer.submit([])
+        with contextlib.suppress(Exception):  # a failed commit: the store has what it has
+            stored.result(timeout=60)
         records = self.store.events(namespace=namespace, obj=obj)
         since = self._created(obj) if obj is not None else None
         return records if since is None else [r for r in records if r.time >= since]
@@ -250,6 +257,12 @@ class ReadModel:
         """A workload's pods ended: it finishes and releases its quota."""
         with self._lock:
             return self._cluster.finish(key, now, succeeded=succeeded)
+
+    def set_pods_ready(self, key: str, ready: bool, now: float) -> bool:
+        """The runtime says whether every pod of an admitted workload runs (Kueue's
+        waitForPodsReady judges the timeout in the core); True if PodsReady changed."""
+        with self._lock:
+            return self._cluster.set_pods_ready(key, ready, now)
 
     def check_controller_name(self, check: str) -> str | None:
         """The ``controllerName`` of AdmissionCheck ``check``, if it exists."""

@@ -43,6 +43,7 @@ from gpuaas.runtimes import (
     Runtime,
     RuntimeEvent,
     RuntimeRequestError,
+    RuntimeUnavailable,
     WorkloadRun,
     build_run_plan,
 )
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
+_READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
     EventKind.STARTED: ("Normal", "Started"),
     EventKind.POD_FAILED: ("Warning", "PodFailed"),
@@ -80,6 +82,7 @@ class RuntimeBridge:
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
         self._adopted: list[str] = []
+        self._ready: dict[str, bool] = {}  # key -> last "every pod runs" told to the engine
         self._lock = threading.RLock()  # the runtime's calls, from hooks and from the API
 
     # -- wiring ---------------------------------------------------------------------------------
@@ -110,6 +113,7 @@ class RuntimeBridge:
                 self._on_runtime_event(engine, ev, now)
             self._stop_unwanted(engine)
             self._start_pending(engine, now)
+            self._report_pods_ready(engine, now)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
         with self._lock:
@@ -129,6 +133,7 @@ class RuntimeBridge:
             self._start_pending(engine, now)
             for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
                 self._on_runtime_event(engine, rev, now)
+            self._report_pods_ready(engine, now)
 
     # -- reads for the API ------------------------------------------------------------------------
     def runs(self) -> dict[str, WorkloadRun]:
@@ -213,6 +218,7 @@ class RuntimeBridge:
         self._epoch = engine.epoch
         running = self.runtime.running()
         self._to_start.clear()
+        self._ready.clear()  # the rebuilt engine has no PodsReady conditions yet
         for w in engine.workloads(phases=HOLDING):
             if w.phase == Phase.EVICTING:
                 self._stop_or_confirm(engine, w.key, running, now)
@@ -256,6 +262,23 @@ class RuntimeBridge:
                 self._to_start.discard(key)
                 self._warned.pop(key, None)
 
+    def _report_pods_ready(self, engine: Engine, now: float) -> None:
+        """Kueue's waitForPodsReady: tell the engine when every pod of a workload runs (or has
+        succeeded) and when one no longer does (it failed, or its node died and the replacement
+        waits); the core judges the timeout. Only changes are told, and only when enabled."""
+        if engine.config.wait_for_pods_ready is None:
+            return
+        runs = self.runtime.running()
+        for key, run in runs.items():
+            if run.stopping:
+                continue
+            ready = bool(run.pods) and all(p.phase in _READY_PHASES for p in run.pods)
+            if self._ready.get(key) != ready:
+                self._ready[key] = ready
+                engine.set_pods_ready(key, ready, now)
+        for key in [k for k in self._ready if k not in runs]:
+            del self._ready[key]
+
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)
         if manifest is None or not runs_pods_here(manifest):
@@ -296,7 +319,7 @@ class RuntimeBridge:
         try:
             pods = self._placed(engine, st, plan.pods)
             self.runtime.start(key, pods, backoff_limit=plan.backoff_limit)
-        except NotEnoughGpus as exc:
+        except (NotEnoughGpus, RuntimeUnavailable) as exc:  # retried at the next poll
             self._warn(engine, key, "FailedScheduling", f"pods pending: {exc}", now)
             return False
         except AlreadyRunning as exc:

@@ -43,6 +43,7 @@ from gpuaas.engine.telemetry_view import (
     DerivedPinning,
     Owners,
     cluster_queue_rows,
+    gpu_pods,
     holders,
     local_queue_rows,
 )
@@ -79,6 +80,7 @@ from gpuaas.telemetry import (
 from gpuaas.telemetry.collectors import Assignment, PodKey
 from gpuaas.telemetry.process_load import CpuTimes
 from gpuaas.telemetry.usage_store import open_usage_store
+from gpuaas.telemetry.usage_writer import WriteBehindUsageStore
 from gpuaas.telemetry.waste import IdleStretch, WasteLog, wasted_gpu_hours, with_waste
 from gpuaas.vocab.kinds import CONFIGURATION
 
@@ -149,6 +151,9 @@ class TelemetryBridge:
             i.workload_key: i.start for i in self.ledger.intervals() if i.end is None
         }
         self._queued_since: dict[str, float] = {}  # key -> its last Requeue
+        # Workloads holding quota that includes GPUs: all that derived pinning has to look at,
+        # kept from Reserve and Release so that a sample never scans every admitted workload.
+        self._gpu_holders: set[str] = set()
         self._bad_profiles: set[str] = set()
         self.waste = WasteLog()
         self._engine: Engine | None = None
@@ -259,6 +264,7 @@ class TelemetryBridge:
         """Counters and the ledger, by decision type."""
         match d:
             case Release() | Delete():
+                self._gpu_holders.discard(d.workload)
                 if d.workload in self._open:
                     self.ledger.release(d.workload, d.time)
                     del self._open[d.workload]
@@ -305,6 +311,8 @@ class TelemetryBridge:
         """Open ``w``'s usage interval, from its reservation (kept across restarts)."""
         if not w.holds_quota or w.admission is None:
             return
+        if gpu_pods(w):
+            self._gpu_holders.add(w.key)
         start = w.admitted_at if w.admitted_at is not None else now
         interval = self.ledger.reserve(
             w.key,
@@ -321,6 +329,7 @@ class TelemetryBridge:
         (a restored admission comes with no decision) and after the engine rebuilt its state."""
         self._epoch = engine.epoch
         holding = {w.key: w for w in engine.workloads(phases=HOLDING) if w.holds_quota}
+        self._gpu_holders = {key for key, w in holding.items() if gpu_pods(w)}
         for key, start in list(self._open.items()):
             w = holding.get(key)
             if w is None or w.admitted_at != start:
@@ -338,7 +347,8 @@ class TelemetryBridge:
         if self._owners is not None:
             owners: Owners = self._owners()
         else:
-            owners = self._derived.owners(engine.workloads(phases=HOLDING))
+            held = engine.workloads(keys=self._gpu_holders, phases=HOLDING)
+            owners = self._derived.owners(held)
         keys = {key for key, _ in owners.values()}
         live = {w.key: w for w in engine.workloads(keys=keys)} if keys else {}
         return live, holders(live, owners)
@@ -432,7 +442,9 @@ class TelemetryBridge:
             with self._lock:
                 latest = list(self.latest)
         else:
-            holding = engine.workloads(phases=HOLDING)
+            with self._lock:
+                gpu_holders = set(self._gpu_holders)
+            holding = engine.workloads(keys=gpu_holders, phases=HOLDING)
             with self._lock:
                 owners = self._derived.owners(holding)
                 latest = list(self.latest)
@@ -517,7 +529,8 @@ def install(
     bridge = TelemetryBridge(
         gpus=gpus,
         interval_seconds=interval_seconds,
-        usage_store=open_usage_store(usage_db),
+        # written behind: an admission never waits on the usage database under the engine lock
+        usage_store=WriteBehindUsageStore(open_usage_store(usage_db)),
         owners=owners,
         simulated_gpus=simulated_gpus,
         pod_cpu=pod_cpu,

@@ -31,6 +31,10 @@ class NotEnoughGpus(RuntimeRequestError):
     """The node has fewer free GPUs than the workload's pods request."""
 
 
+class RuntimeUnavailable(RuntimeRequestError):
+    """The runtime cannot be reached now (the Ray head is lost): pods wait, as for a node."""
+
+
 class AlreadyRunning(RuntimeRequestError):
     """The workload already has pods on this node: no workload runs twice."""
 

@@ -105,7 +105,10 @@ class PodProcess:
         """The state, once its phase differs from ``known`` or after ``timeout`` seconds."""
         with self._changed:
             self._changed.wait_for(lambda: self.state()["phase"] != known, timeout)
-        return self.state()
+        state = self.state()
+        if self.gone:  # the last answer carries the log: no second round trip to keep it
+            state["log"] = self.read_log(0, remove=True)[0]
+        return state
 
     def terminate(self, grace: float) -> None:
         """SIGTERM to the pod's group now, SIGKILL after ``grace`` seconds (at once for 0)."""

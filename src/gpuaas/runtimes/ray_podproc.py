@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from gpuaas.runtimes import pod_init, procs
+from gpuaas.runtimes import pod_init
 
 _PARENT_CHECK = 0.2  # seconds between checks that the owning actor still lives
 GUARD = "--guard"  # ``ray_podproc --guard LEADER``: the leader's own watcher (below)
@@ -93,6 +93,8 @@ def _start_guard() -> None:
 def _guard(leader: int) -> int:
     """Wait while ``leader`` lives; once it is gone, SIGKILL what is left of the pod (its group,
     and every process carrying its ``GPUAAS_POD_UID``) and exit."""
+    from gpuaas.runtimes import procs  # here, not at the top: psutil would delay every pod start
+
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while os.getppid() == leader:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.objects import Taint
 from gpuaas.runtimes import ray_nodes
@@ -54,6 +54,9 @@ from gpuaas.runtimes.ray_records import (
     from_record,
     lines,
 )
+
+if TYPE_CHECKING:
+    from gpuaas.runtimes.ray_driver import RayDriver
 
 NAMESPACE = "gpuaas"
 LOST_EXIT_CODE = 137  # a pod whose actor (or node) died: killed, as Kubernetes reports it
@@ -130,7 +133,8 @@ class RayRuntime:
                 {p.name: RayPod(p, i, secrets.token_hex(8)) for i, p in enumerate(pods)},
             )
             # 1. one placement group: every pod is placed, or none (Ray places bundles atomically)
-            nodes = self.nodes()
+            # the nodes are asked for (a GCS round trip per start) only when taints are set
+            nodes = self.nodes() if self._taints else []
             selectors = [
                 ray_nodes.label_selector(p.node_selector, p.tolerations, nodes) for p in pods
             ]
@@ -334,7 +338,7 @@ class RayRuntime:
                     pod.phase = "Running"
                 pod.watch = pod.actor.watch.remote("Running", _WATCH_TIMEOUT)
             else:
-                self._exited(run, pod, int(state["code"]))
+                self._exited(run, pod, int(state["code"]), state.get("log"))
 
     def _lost(self, run: RayRun, pod: RayPod, exc: Exception) -> None:
         pod.actor = None
@@ -348,9 +352,14 @@ class RayRuntime:
             self._dir.append_log(run.key, pod.spec.name, line.encode())
         self._exited(run, pod, LOST_EXIT_CODE)
 
-    def _exited(self, run: RayRun, pod: RayPod, code: int) -> None:
-        """Every process of this pod is gone: keep its log, retry it, or let it rest."""
-        self._save_log(run, pod)
+    def _exited(self, run: RayRun, pod: RayPod, code: int, log: bytes | None = None) -> None:
+        """Every process of this pod is gone: keep its log (sent with the pod's last state, else
+        read from its actor), retry it, or let it rest."""
+        if log is not None:
+            with contextlib.suppress(OSError):
+                self._dir.append_log(run.key, pod.spec.name, log)
+        else:
+            self._save_log(run, pod)
         self._kill_actor(pod)
         pod.exit_code = code
         if code != 0 and not (run.stopping or run.failing):
@@ -524,22 +533,22 @@ class RayRuntime:
         self._events.append(RuntimeEvent(kind, key, self._clock(), pod, code, message))
 
 
-def create(options: RuntimeOptions) -> RayRuntime:
-    """The registry's factory: join the Ray cluster at ``--ray-address`` (or start one here)."""
+def create(options: RuntimeOptions) -> RayDriver:
+    """The registry's factory: join the Ray cluster at ``--ray-address`` (or start one here),
+    through a driver in a child process (``ray_driver``), so the server outlives the head."""
     try:
         import ray  # noqa: F401
     except ImportError:
         raise RuntimeRequestError(
             "Ray is not installed here: install the extra, pip install 'gpuaas[ray]'"
         ) from None
+    from gpuaas.runtimes.ray_driver import RayDriver
+
     taints = ray_nodes.load_taints(options.ray_nodes)
-    try:
-        return RayRuntime(
-            options.state_dir,
-            options.ray_address,
-            taints,
-            local_gpus=len(options.node.gpus),
-            local_labels=dict(options.node.labels),
-        )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RuntimeRequestError(f"cannot join the Ray cluster: {exc}") from None
+    return RayDriver(
+        options.state_dir,
+        options.ray_address,
+        taints,
+        local_gpus=len(options.node.gpus),
+        local_labels=dict(options.node.labels),
+    )

@@ -119,12 +119,16 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
                     file, where, f"delete[{j}]: {shown} was never applied before this step"
                 )
             deletes.append(ref)
-        for j, key in enumerate(step.finish):
-            ns, name = key.split("/", 1)
-            if ("Workload", ns, name) not in applied:
-                raise ScenarioError(
-                    file, where, f"finish[{j}]: workload {key} was never applied before this step"
-                )
+        keyed = [("finish", step.finish), ("podsReady", step.pods_ready)]
+        for fld, keys in [*keyed, ("podsNotReady", step.pods_not_ready)]:
+            for j, key in enumerate(keys):
+                ns, name = key.split("/", 1)
+                if ("Workload", ns, name) not in applied:
+                    raise ScenarioError(
+                        file,
+                        where,
+                        f"{fld}[{j}]: workload {key} was never applied before this step",
+                    )
         usage = _expected_usage(step.expect, file, where)
         prepared.append(_PreparedStep(step, apply, deletes, usage))
     return objects, prepared
@@ -285,6 +289,9 @@ def _run_step(sim: _Simulation, ps: _PreparedStep, label: str) -> None:
         except ApplyError as exc:
             raise _StepError(f"{where}: admissionChecks[{j}]: {exc}") from None
         checked.append(u.workload)
+    for keys, ready in ((ps.step.pods_ready, True), (ps.step.pods_not_ready, False)):
+        for key in keys:  # waitForPodsReady: the runner plays the job controller
+            cluster.set_pods_ready(key, ready, at)
     sim.settle(at, checked)
 
 

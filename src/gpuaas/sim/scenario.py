@@ -13,25 +13,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuaas.core.config import (
-    LESS_THAN_INITIAL_SHARE,
-    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
-    SchedulerConfig,
-)
+from gpuaas.core.config import API_VERSIONS, SchedulerConfig, parse_configuration
+from gpuaas.core.errors import ApplyError
 from gpuaas.sim.files import load_documents
 
 API_GROUP = "gpuaas.dev"
 API_VERSION = "gpuaas.dev/v1alpha1"
 KIND = "Scenario"
 
-_STEP_FIELDS = {"at", "apply", "delete", "finish", "admissionChecks", "expect"}
+_STEP_FIELDS = {
+    "at",
+    "apply",
+    "delete",
+    "finish",
+    "admissionChecks",
+    "podsReady",
+    "podsNotReady",
+    "expect",
+}
 _EXPECT_FIELDS = {"admitted", "pending", "preempted", "awaitingChecks", "clusterQueues"}
 _CHECK_FIELDS = {"workload", "check", "state", "message", "requeueAfterSeconds"}
 CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
 _ADMITTED_FIELDS = {"clusterQueue", "flavors", "count"}
 _CQ_FIELDS = {"admittedWorkloads", "pendingWorkloads", "usage"}
 _DELETE_FIELDS = {"apiVersion", "kind", "namespace", "name"}
-_STRATEGIES = {LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE}
 
 
 class ScenarioError(Exception):
@@ -98,6 +103,9 @@ class Step:
     delete: list[DeleteRef] = field(default_factory=list)
     finish: list[str] = field(default_factory=list)
     admission_checks: list[CheckUpdate] = field(default_factory=list)
+    # waitForPodsReady: the runner plays the job controller, saying whose pods all run (or not)
+    pods_ready: list[str] = field(default_factory=list)
+    pods_not_ready: list[str] = field(default_factory=list)
     expect: Expectation | None = None
 
 
@@ -190,48 +198,14 @@ def _parse_spec(root: dict[str, Any], file: str, name: str) -> Scenario:
 
 
 def _parse_configuration(raw: object, file: str, where: str) -> SchedulerConfig:
+    """Kueue's Configuration fields that change scheduling, read by the core's parser."""
     if raw is None:
         return SchedulerConfig()
     conf = _mapping(raw, file, where, "spec.configuration")
-    unknown = set(conf) - {"fairSharing"}
-    if unknown:
-        raise ScenarioError(
-            file,
-            where,
-            f"spec.configuration.{sorted(unknown)[0]}: not supported"
-            " (only fairSharing changes scheduling here)",
-        )
-    fs_raw = conf.get("fairSharing")
-    if fs_raw is None:
-        return SchedulerConfig()
-    fs = _mapping(fs_raw, file, where, "spec.configuration.fairSharing")
-    unknown = set(fs) - {"enable", "preemptionStrategies"}
-    if unknown:
-        field_name = f"spec.configuration.fairSharing.{sorted(unknown)[0]}"
-        raise ScenarioError(file, where, f"{field_name}: unknown field")
-    enable = fs.get("enable", False)
-    if not isinstance(enable, bool):
-        raise ScenarioError(
-            file, where, "spec.configuration.fairSharing.enable: expected true or false"
-        )
-    strategies = fs.get("preemptionStrategies")
-    if strategies is None:
-        return SchedulerConfig(fair_sharing=enable)
-    if not isinstance(strategies, list) or not strategies:
-        raise ScenarioError(
-            file,
-            where,
-            "spec.configuration.fairSharing.preemptionStrategies: expected a non-empty list",
-        )
-    for s in strategies:
-        if s not in _STRATEGIES:
-            raise ScenarioError(
-                file,
-                where,
-                f"spec.configuration.fairSharing.preemptionStrategies: unknown strategy {s!r}"
-                f" (known: {', '.join(sorted(_STRATEGIES))})",
-            )
-    return SchedulerConfig(fair_sharing=enable, preemption_strategies=tuple(strategies))
+    try:
+        return parse_configuration({"apiVersion": API_VERSIONS[0], "kind": "Configuration", **conf})
+    except ApplyError as exc:
+        raise ScenarioError(file, where, f"spec.configuration.{exc.field}: {exc.reason}") from None
 
 
 def _parse_step(raw: object, i: int, file: str, scenario_where: str) -> Step:
@@ -258,6 +232,13 @@ def _parse_step(raw: object, i: int, file: str, scenario_where: str) -> Step:
         _check_update(c, j, file, where)
         for j, c in enumerate(_list(step, "admissionChecks", file, where))
     ]
+    ready = {
+        name: [
+            _workload_key(k, file, where, f"{name}[{j}]")
+            for j, k in enumerate(_list(step, name, file, where))
+        ]
+        for name in ("podsReady", "podsNotReady")
+    }
     expect = _parse_expect(step["expect"], file, where) if step.get("expect") is not None else None
     return Step(
         index=i,
@@ -266,6 +247,8 @@ def _parse_step(raw: object, i: int, file: str, scenario_where: str) -> Step:
         delete=delete,
         finish=finish,
         admission_checks=checks,
+        pods_ready=ready["podsReady"],
+        pods_not_ready=ready["podsNotReady"],
         expect=expect,
     )
 

@@ -29,6 +29,9 @@ class UsageStore(Protocol):
     def put(self, interval: UsageInterval) -> None:
         """Insert, or replace the interval with the same (workload_key, start)."""
 
+    def put_many(self, intervals: Sequence[UsageInterval]) -> None:
+        """``put`` each, in order, as one transaction (one fsync for a whole batch)."""
+
     def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
         """Intervals overlapping [since, until], open ones included, ordered by start."""
 
@@ -50,6 +53,10 @@ class MemoryUsageStore:
 
     def put(self, interval: UsageInterval) -> None:
         self._rows[(interval.workload_key, interval.start)] = interval
+
+    def put_many(self, intervals: Sequence[UsageInterval]) -> None:
+        for interval in intervals:
+            self.put(interval)
 
     def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
         rows = [i for i in self._rows.values() if _overlaps(i, since, until)]
@@ -77,6 +84,12 @@ CREATE INDEX IF NOT EXISTS usage_intervals_open ON usage_intervals ("end");
 """
 
 COLUMNS = 'workload_key, start, "end", namespace, local_queue, cluster_queue, usage'
+_SQLITE_UPSERT = (
+    f"INSERT INTO usage_intervals ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    'ON CONFLICT (workload_key, start) DO UPDATE SET "end" = excluded."end", '
+    "namespace = excluded.namespace, local_queue = excluded.local_queue, "
+    "cluster_queue = excluded.cluster_queue, usage = excluded.usage"
+)
 
 
 def open_usage_store(target: str | Path) -> UsageStore:
@@ -106,15 +119,18 @@ class SqliteUsageStore:
             self._db.close()
 
     def put(self, interval: UsageInterval) -> None:
-        row = interval_to_row(interval)
+        self.put_many([interval])
+
+    def put_many(self, intervals: Sequence[UsageInterval]) -> None:
+        rows = [interval_to_row(i) for i in intervals]
         with self._lock:
-            self._db.execute(
-                f"INSERT INTO usage_intervals ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                'ON CONFLICT (workload_key, start) DO UPDATE SET "end" = excluded."end", '
-                "namespace = excluded.namespace, local_queue = excluded.local_queue, "
-                "cluster_queue = excluded.cluster_queue, usage = excluded.usage",
-                row,
-            )
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(_SQLITE_UPSERT, rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
         lo = -math.inf if since is None else since

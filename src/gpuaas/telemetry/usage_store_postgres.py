@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 
 import psycopg
 
@@ -108,6 +109,24 @@ class PostgresUsageStore:
         self._run(
             f"writing the interval of {interval.workload_key}", _UPSERT, interval_to_row(interval)
         )
+
+    def put_many(self, intervals: Sequence[UsageInterval]) -> None:
+        rows = [interval_to_row(i) for i in intervals]
+        with self._lock:
+            try:
+                for attempt in (0, 1):  # once more on a fresh connection, as ``_run``
+                    try:
+                        conn = self._conn()
+                        with conn.transaction(), conn.cursor() as cur:
+                            cur.executemany(_UPSERT, rows)
+                        return
+                    except psycopg.OperationalError:
+                        if attempt or self._db is None or not self._db.broken:
+                            raise
+            except psycopg.Error as exc:
+                raise UsageStoreError(
+                    f"usage store {self.url}: writing {len(rows)} intervals: {exc}"
+                ) from exc
 
     def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
         lo = -math.inf if since is None else since

@@ -178,3 +178,18 @@ class FakeRuntime:
         phase = "Terminating" if run.stopping else "Running"
         pods = tuple(PodStatus(p.name, None, run.gpus.get(p.name, ()), 0, phase) for p in run.pods)
         return WorkloadRun(run.key, run.restart_count, run.stopping, pods)
+
+
+def for_ray_driver(
+    root: Path,
+    address: str | None,
+    taints: object,
+    *,
+    local_gpus: int | None = None,
+    local_labels: object = None,
+) -> FakeRuntime:
+    """A fake built as ``RayRuntime`` is, for ``RayDriver(runtime="...:for_ray_driver")``: tests
+    of the driver's degraded mode and reconnection, where no Ray cluster can start."""
+    from gpuaas.inventory.gpus import parse_fake_gpus
+
+    return FakeRuntime(root, parse_fake_gpus(str(local_gpus or 0)))

@@ -35,6 +35,9 @@ HEALTH_ENV = {
     "RAY_health_check_failure_threshold": "5",
     # workers give up on a lost head after 10 s instead of 60 s
     "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
+    # a node's start waits up to 3 min (not 1) for its raylet to register: on a busy 2-core
+    # machine the head's Python helpers alone take that long
+    "RAY_raylet_start_wait_time_s": "180",
 }
 
 
@@ -54,14 +57,22 @@ class _Started:
 
 
 class LocalRayCluster:
-    def __init__(self, root: Path, nodes: list[RayNodeSpec], object_store_mb: int = 80) -> None:
+    def __init__(
+        self,
+        root: Path,
+        nodes: list[RayNodeSpec],
+        object_store_mb: int = 80,
+        gcs_port: int = 0,
+    ) -> None:
+        """``gcs_port``: the head's port (0: a free one); a head started again at the port of
+        a lost one is how a Ray cluster comes back at the address its clients know."""
         if not nodes:
             raise ValueError("a Ray cluster needs at least a head node")
         self.root = root
         self.specs = nodes
         self.object_store_bytes = object_store_mb * 1024 * 1024
         self.token = secrets.token_hex(6)
-        self.gcs_port = 0
+        self.gcs_port = gcs_port
         self.nodes: dict[str, _Started] = {}
         # short: Ray's socket paths under it must stay within AF_UNIX's 107 bytes
         self.temp_dir = Path(tempfile.gettempdir()) / f"gpuaas-test-ray-{self.token}"
@@ -70,12 +81,12 @@ class LocalRayCluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.gcs_port}"
 
-    def start(self, timeout: float = 60.0) -> LocalRayCluster:
+    def start(self, timeout: float = 240.0) -> LocalRayCluster:
         """Start the head, then every worker; return once all nodes are registered."""
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             head, *workers = self.specs
-            self.gcs_port = _free_ports(1)[0]
+            self.gcs_port = self.gcs_port or _free_ports(1)[0]
             self._start_node(head, head=True)
             _wait_port(self.gcs_port, timeout, self.nodes[head.name])
             self._wait_nodes(1, timeout)
@@ -161,6 +172,9 @@ class LocalRayCluster:
             f"--runtime-env-agent-port={env_port}",
             f"--metrics-export-port={metrics}",
             "--disable-usage-stats",
+            # one Python process fewer per node (logs are read through the pods' actors): on a
+            # busy 2-core machine every node's start is slow enough already
+            "--include-log-monitor=false",
         ]
         if head:
             argv += [
@@ -168,6 +182,7 @@ class LocalRayCluster:
                 f"--port={self.gcs_port}",
                 f"--ray-client-server-port={client}",
                 "--include-dashboard=false",
+                "--no-monitor",  # no autoscaler: the test cluster's nodes are fixed
                 f"--dashboard-port={dash}",
                 f"--temp-dir={self.temp_dir}",
             ]

@@ -18,6 +18,8 @@ const state = {
   poll: null,
   filter: { text: "", state: "all" },
   detail: null, // {key, doc, events, explain, error}
+  nodes: null, // GET /nodes: every node of the runtime (the Ray cluster's, or this server's)
+  nodesAt: 0, // when the node list was last asked for (ms)
 };
 
 // ---------------------------------------------------------------- helpers
@@ -139,8 +141,20 @@ function receive(summary) {
     }
   }
   state.summary = summary;
+  loadNodes();
   render();
   if (state.detail && (state.changed.has(state.detail.key) || state.freshEvents.size)) loadDetail(state.detail.key);
+}
+
+// The runtime's nodes are not part of the summary push: asked for at most every 2 s, and the
+// flavors and GPU pages re-rendered when they arrive.
+async function loadNodes() {
+  if (Date.now() - state.nodesAt < 2000) return;
+  state.nodesAt = Date.now();
+  try {
+    state.nodes = (await api(`${API}/nodes`)).items || [];
+  } catch { return; }
+  if (["flavors", "gpus"].includes(route().page)) render();
 }
 
 // ---------------------------------------------------------------- session
@@ -497,7 +511,54 @@ function renderFlavors(s) {
     <dt>Cluster queues</dt><dd class="chips">${f.clusterQueues.map((q) => `<span class="chip">${h(q)}</span>`).join("") || `<span class="muted">unused</span>`}</dd>
     <dt>GPUs in use</dt><dd>${flavorGpus(s, f, gpusBy)}</dd>
   </dl><div class="flavor-block"><h4>Nodes</h4>${flavorNodes(f)}</div></div>`).join("");
-  return `<div class="page-head"><h1>Resource flavors</h1></div>${cards ? `<div class="grid cards">${cards}</div>` : `<p class="empty">No resource flavors.</p>`}`;
+  return `<div class="page-head"><h1>Resource flavors</h1></div>${cards ? `<div class="grid cards">${cards}</div>` : `<p class="empty">No resource flavors.</p>`}
+    ${nodeSection(s, "Nodes and the flavors whose nodeLabels they carry")}`;
+}
+
+// ---------------------------------------------------------------- nodes (GET /nodes)
+function nodeGpuCount(n) {
+  const c = (n.capacity || {})["nvidia.com/gpu"];
+  return c !== undefined ? Number(c) : (n.gpus || []).length;
+}
+// GPU id -> the pod holding it ("ns/workload/pod"), from the node's gpusInUse.
+function nodeHolders(n) {
+  const by = {};
+  for (const [pod, ids] of Object.entries(n.gpusInUse || {})) for (const id of ids) by[String(id)] = pod;
+  return by;
+}
+// Flavors whose nodeLabels this node carries (as Kueue's injected nodeSelector matches them).
+function nodeFlavors(s, n) {
+  const labels = n.labels || {};
+  return s.flavors.filter((f) => Object.entries(f.labels).every(([k, v]) => labels[k] === v)).map((f) => f.name);
+}
+function nodeCard(s, n) {
+  const gpus = nodeGpuCount(n);
+  const holders = nodeHolders(n);
+  const cpu = n.nodeID ? n.capacity.cpu : (n.capacity.cpu || 0) / 1000; // Ray: CPUs, local: millicores
+  const mem = n.capacity.memory ? fmtQty("memory", n.capacity.memory) : "—";
+  const wl = new Map(s.workloads.map((w) => [w.key, w]));
+  const slots = [...Array(gpus).keys()].map((i) => {
+    const pod = holders[String(i)];
+    const key = pod ? pod.split("/").slice(0, 2).join("/") : "";
+    const holder = pod ? (wl.has(key) ? `${wlLink(key)} <span class="muted small">${h(pod.split("/")[2] || "")}</span>` : h(pod)) : `<span class="muted">free</span>`;
+    return `<div class="gpu ${pod ? "Admitted" : "free"}" data-node-gpu="${h(n.name)}/${i}" data-holder="${h(pod || "")}"><div class="idx">GPU ${i}</div><div class="holder">${holder}</div></div>`;
+  }).join("");
+  const flavors = nodeFlavors(s, n).map((f) => `<span class="chip">${h(f)}</span>`).join("") || `<span class="muted">none</span>`;
+  return `<div class="card node-card" data-node-card="${h(n.name)}" data-alive="${n.alive === false ? "false" : "true"}">
+    <h3>${h(n.name)} ${n.alive === false ? badge("dead", "Evicted") : badge("alive", "Admitted")}</h3>
+    <dl class="kv">
+      <dt>Labels</dt><dd class="chips">${Object.entries(n.labels || {}).map(([k, v]) => `<span class="chip">${h(k)}=${h(v)}</span>`).join("") || `<span class="muted">none</span>`}</dd>
+      <dt>Taints</dt><dd class="chips">${(n.taints || []).map((t) => `<span class="chip">${h(t.key)}${t.value ? `=${h(t.value)}` : ""}:${h(t.effect)}</span>`).join("") || `<span class="muted">none</span>`}</dd>
+      <dt>Capacity</dt><dd>${h(cpu)} CPU · ${h(mem)} · ${gpus} GPU${n.gpuModel ? ` (${h(n.gpuModel)})` : ""}</dd>
+      <dt>Flavors</dt><dd class="chips node-flavors">${flavors}</dd>
+      <dt>GPUs in use</dt><dd>${Object.keys(holders).length} / ${gpus}</dd>
+    </dl>${gpus ? `<div class="gpu-grid">${slots}</div>` : ""}</div>`;
+}
+function nodeSection(s, title) {
+  if (state.nodes === null) return `<div class="card section" id="nodes"><h2>Nodes</h2><p class="muted">loading…</p></div>`;
+  const cards = state.nodes.map((n) => nodeCard(s, n)).join("");
+  return `<div class="section" id="nodes"><h2>${h(title)} <span class="muted small">${state.nodes.length} node(s)</span></h2>
+    ${cards ? `<div class="grid cards">${cards}</div>` : `<p class="empty">The runtime lists no node.</p>`}</div>`;
 }
 
 // The server's node(s) this flavor's labels and taints fit, with their GPUs; or why not.
@@ -539,7 +600,8 @@ function renderGpus(s) {
     }).join("")}</div></div>`).join("");
   return `<div class="page-head"><h1>GPUs</h1><span class="muted">${s.totals.gpusInUse} in use · ${s.totals.gpuQuota} in nominal quota</span></div>
     ${g.note ? `<div class="note">${h(g.note)}</div>` : ""}
-    ${nodes || `<div class="card"><p class="empty">No GPU is held by an admitted workload you can see.</p></div>`}`;
+    ${nodes || `<div class="card"><p class="empty">No GPU is held by an admitted workload you can see.</p></div>`}
+    ${nodeSection(s, "Every node's GPUs and the pod holding each")}`;
 }
 
 // ---------------------------------------------------------------- boot
@@ -550,4 +612,6 @@ window.addEventListener("hashchange", () => {
   state.changed = new Set(); state.freshEvents = new Set(); render();
 });
 setInterval(() => { if (state.banner && Date.now() > state.banner.until) renderBanner(); }, 1000);
+// pods start and stop between summary pushes: the node pages ask for the nodes again meanwhile
+setInterval(() => { if (state.summary && ["flavors", "gpus"].includes(route().page)) loadNodes(); }, 2000);
 if (state.token) login(state.token); else showLogin();

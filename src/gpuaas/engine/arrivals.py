@@ -1,0 +1,150 @@
+"""Creates acknowledged before they are scheduled: the engine's arrivals and its scheduler thread.
+
+``Engine`` inherits ``Arrivals``. With the scheduler thread started (``start_scheduler``, as the
+server does), a Workload create is stored, acknowledged and queued here as an arrival; whoever
+takes the engine lock next (``engine.settling.SettlingLock``: the scheduler thread, woken by every
+arrival, or any read, tick or other write) first applies and schedules every arrival in order,
+each at the instant it arrived, exactly as a create that scheduled itself would have, and
+persists what that decided as one batch. ``settle`` waits for that without reading anything. It
+also offers the encoded watch subscriptions (``engine.watch``). No admission rule lives here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.core.cluster import Cluster
+from gpuaas.core.objects import Workload
+from gpuaas.core.state import Event
+from gpuaas.engine import documents
+from gpuaas.engine.settling import SettlingLock
+from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
+from gpuaas.store import Change, ObjectKey, ObjectRecord
+from gpuaas.vocab.kinds import Kind
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import _Batch
+
+log = logging.getLogger(__name__)
+
+
+class Arrivals:
+    """The arrivals queue and the scheduler thread; see the module docstring."""
+
+    _lock: SettlingLock
+    _cluster: Cluster
+    _arrivals: deque[tuple[Workload, float]]
+    _scheduler: threading.Thread | None
+    _wake: threading.Event
+    _stopping: bool
+    hub: WatchHub
+    objects: dict[ObjectKey, ObjectRecord]
+    rv: int
+    restore_problems: list[str]
+
+    if TYPE_CHECKING:  # the engine's own, for the type checker only
+
+        def _decide(self, now: float) -> list[Event]: ...
+
+        def _collect_statuses(self, batch: _Batch) -> None: ...
+
+        def _collect_events(self, events: list[Event], batch: _Batch) -> None: ...
+
+        def _commit(self, batch: _Batch) -> Future[None]: ...
+
+        def _new_batch(self) -> _Batch: ...
+
+        def _shown(self, kind: Kind, rec: ObjectRecord) -> dict[str, Any]: ...
+
+    def _has_arrivals(self) -> bool:
+        return bool(self._arrivals)
+
+    def _catch_up(self) -> None:
+        """Under the lock: apply and schedule every arrival, in order, each at its own instant
+        (as a synchronous create would have), then persist the statuses and events of all of
+        them as one batch. Its commit is not waited for: nobody is waiting on these writes."""
+        batch = self._new_batch()
+        events: list[Event] = []
+        try:
+            while self._arrivals:
+                # one at a time: if an observer raises, the later arrivals stay queued
+                obj, now = self._arrivals.popleft()
+                try:
+                    self._cluster.apply(obj, now)
+                except (ValueError, KeyError, TypeError) as exc:
+                    # Stored, but the core refused it: reported as a restart reports it.
+                    msg = f"not scheduled: Workload {documents.obj_name(obj)}: {exc}"
+                    log.error("%s", msg)
+                    self.restore_problems.append(msg)
+                    continue
+                events += self._decide(now)
+        finally:  # what was decided is persisted even when a later arrival failed
+            self._collect_statuses(batch)
+            self._collect_events(events, batch)
+            if batch.writes:
+                self._commit(batch)
+
+    def start_scheduler(self) -> None:
+        """From now on Workload creates are acknowledged once stored and scheduled by a thread
+        of their own, in batches (the server's mode; without it every create settles itself)."""
+        with self._lock:
+            if self._scheduler is not None:
+                return
+            self._stopping = False
+            self._scheduler = threading.Thread(
+                target=self._schedule_loop, name="gpuaas-scheduler", daemon=True
+            )
+            self._scheduler.start()
+
+    def _schedule_loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                with self._lock:  # taking it settles what arrived (engine.settling)
+                    pass
+            except Exception:  # the next request or tick retries after a reload
+                log.exception("scheduling what arrived failed")
+
+    def settle(self) -> None:
+        """Decide everything acknowledged so far (a read does the same): for callers that want
+        the admission of what they created before they go on, without reading anything."""
+        with self._lock:
+            pass
+
+    # -- watch subscriptions with one encoding per kind of stream --------------------------------
+    def snapshot_for_encoded_watch(
+        self,
+        kind: Kind,
+        match: Callable[[Change], bool],
+        encoding: Encoding,
+        deliver_lines: Callable[[Lines], None],
+        filter_key: Hashable | None = None,
+    ) -> tuple[list[Change], int, Subscription]:
+        """``snapshot_for_watch`` for a stream whose changes are encoded once per encoding
+        for every watcher that shares it (``WatchHub.subscribe_encoded``)."""
+        with self._lock:
+            sub = self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
+            current = [
+                Change(r.rv, "ADDED", r.key, self._shown(kind, r))
+                for r in sorted(self.objects.values(), key=lambda r: r.rv)
+                if r.key.gk == kind.gk
+            ]
+            return [c for c in current if match(c)], self.rv, sub
+
+    def subscribe_encoded(
+        self,
+        match: Callable[[Change], bool],
+        encoding: Encoding,
+        deliver_lines: Callable[[Lines], None],
+        filter_key: Hashable | None = None,
+    ) -> Subscription:
+        with self._lock:
+            return self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)

@@ -1,0 +1,89 @@
+"""Usage intervals written behind: off the engine's lock, many per transaction.
+
+The telemetry bridge opens an interval at every reservation and closes it at every release, under
+the engine lock. Writing each one through (one SQLite fsync or one PostgreSQL round trip apiece)
+made every admission wait on the disk while every other request waited on the lock.
+``WriteBehindUsageStore`` wraps any ``UsageStore``: ``put`` queues the interval and returns; a
+thread writes what queued up with one ``put_many`` (one transaction), in order. Reads flush first,
+so a usage report always includes every interval put before it was asked for.
+
+What a crash can lose is the last few milliseconds of puts. The ledger is rebuilt from the
+engine at start: an open interval is opened again under the same key (the workload and its
+reservation time), and one whose close was lost is closed at the restart, as a restart closes the
+interval of a workload that stopped holding quota while the server was down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from gpuaas.telemetry.accounting import UsageInterval
+from gpuaas.telemetry.usage_store import UsageStore
+
+log = logging.getLogger(__name__)
+
+
+class WriteBehindUsageStore:
+    def __init__(self, inner: UsageStore) -> None:
+        self.inner = inner
+        self._cond = threading.Condition()
+        self._queue: list[UsageInterval] = []
+        self._queued = 0  # puts accepted so far
+        self._written = 0  # puts written (or given up on) so far
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="gpuaas-usage-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, interval: UsageInterval) -> None:
+        with self._cond:
+            if self._closed:
+                self.inner.put(interval)
+                return
+            self._queue.append(interval)
+            self._queued += 1
+            self._cond.notify_all()
+
+    def put_many(self, intervals: Sequence[UsageInterval]) -> None:
+        for interval in intervals:
+            self.put(interval)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until every interval put before this call is written."""
+        with self._cond:
+            target = self._queued
+            self._cond.wait_for(lambda: self._written >= target or self._closed, timeout)
+
+    def intervals(self, since: float | None, until: float | None) -> list[UsageInterval]:
+        self.flush()
+        return self.inner.intervals(since, until)
+
+    def open_intervals(self) -> list[UsageInterval]:
+        self.flush()
+        return self.inner.open_intervals()
+
+    def close(self) -> None:
+        self.flush()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=30)
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue) or self._closed)
+                if not self._queue and self._closed:
+                    return
+                batch, self._queue = self._queue, []
+            try:
+                self.inner.put_many(batch)
+            except Exception:  # a failing store must not stop the ledger; say so and go on
+                log.exception("usage store: %d interval(s) not written", len(batch))
+            with self._cond:
+                self._written += len(batch)
+                self._cond.notify_all()
