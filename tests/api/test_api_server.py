@@ -192,7 +192,9 @@ def test_invalid_objects_name_the_field(server: ServerProcess) -> None:
         bad["spec"]["podSets"][0]["count"] = -1
         r = c.post(f"{KUEUE}/namespaces/team-a/workloads", json=bad)
         assert r.status_code == 422
-        assert "Workload team-a/w1" in r.json()["message"] and "count" in r.json()["message"]
+        # kube-apiserver's form, which kubectl prints as 'The Workload "w1" is invalid: ...'
+        assert r.json()["message"].startswith('Workload.kueue.x-k8s.io "w1" is invalid: spec.')
+        assert "count" in r.json()["message"] and r.json()["details"]["kind"] == "Workload"
         other = workload("w2", ns="team-b")
         r = c.post(f"{KUEUE}/namespaces/team-a/workloads", json=other)
         assert r.status_code == 422 and "metadata.namespace" in r.json()["message"]

@@ -13,15 +13,16 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import list_pages, selectors, tables, validation, watch
+from gpuaas.api import list_pages, patching, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.json_response import FastJSONResponse
-from gpuaas.api.status import already_exists, not_found
+from gpuaas.api.status import KubeError, already_exists, conflict, invalid, not_found
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.errors import AlreadyExists, Invalid, NotFound
+from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
+from gpuaas.vocab import render
 from gpuaas.vocab.crds import resource
 from gpuaas.vocab.kinds import KINDS, NAMESPACE, WORKLOAD, Kind
 
@@ -65,6 +66,19 @@ async def _read(request: Request) -> Any:
     return parse_body(raw, request.headers.get("content-type"))
 
 
+async def _delete_options_dry_run(request: Request) -> bool:
+    """kubectl sends ``dryRun`` of a DELETE in its ``DeleteOptions`` body, not the query."""
+    if not request.headers.get("content-length", "").strip("0"):
+        return False
+    options = await _read(request)
+    values = options.get("dryRun") if isinstance(options, dict) else None
+    if values in (None, []):
+        return False
+    if values != ["All"]:
+        raise KubeError(400, "BadRequest", f"Invalid dry run value: {values}: must be [All]")
+    return True
+
+
 def _register(router: APIRouter, kind: Kind, version: str) -> None:
     base = f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
     shape = _shaper(kind, version)
@@ -74,6 +88,18 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
 
     def _validate(request: Request, doc: Any) -> list[str]:
         return validation.check(kind, version, doc, request.query_params.get("fieldValidation"))
+
+    def dry_run(request: Request) -> bool:
+        values = request.query_params.getlist("dryRun")
+        for value in values:
+            if value != "All":
+                raise KubeError(400, "BadRequest", f'Invalid dry run value: "{value}": must be All')
+        return bool(values)
+
+    def writer(request: Request, engine: Engine, ptype: str | None = None) -> patching.Writer:
+        q = dict(request.query_params)
+        manager = patching.field_manager(q, request.headers.get("user-agent", ""), ptype)
+        return patching.Writer(kind, version, manager, lambda: render.rfc3339(engine.clock()))
 
     async def who(request: Request) -> tuple[Engine, Principal]:
         engine, tokens, _ = _state(request)
@@ -172,14 +198,26 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         authorize(p, kind, namespace, None, "create")
         doc = await _read(request)
         warnings = _validate(request, doc)
+        doc = writer(request, engine).updated(None, doc)
         try:
-            out = await run_in_threadpool(engine.create, kind, namespace, doc)
+            if dry_run(request):
+                out = await run_in_threadpool(
+                    lambda: engine.preview(kind, namespace, None, lambda _: doc)
+                )
+            else:
+                out = await run_in_threadpool(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
             if isinstance(name, str) and str(exc).startswith(kind.kind):
                 raise already_exists(kind, name) from exc
             raise
+        except Invalid as exc:
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            if not isinstance(name, str) or not name:
+                raise
+            raise invalid(kind, name, str(exc)) from exc
         return _answer(shape(out), warnings, 201)
 
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
@@ -204,24 +242,65 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         authorize(p, kind, namespace, name, "update")
         doc = await _read(request)
         warnings = _validate(request, doc)
-        out = await run_in_threadpool(engine.replace, kind, namespace, name, doc)
+        w = writer(request, engine)
+        out = await write(
+            engine,
+            namespace,
+            name,
+            lambda old: w.updated(old, doc),
+            create_missing=False,
+            dry=dry_run(request),
+        )
         return _answer(shape(out), warnings)
+
+    async def write(
+        engine: Engine,
+        namespace: str | None,
+        name: str,
+        compute: patching.Compute,
+        *,
+        create_missing: bool,
+        dry: bool = False,
+    ) -> JsonDoc:
+        do = engine.preview if dry else engine.write
+        try:
+            out: JsonDoc = await run_in_threadpool(
+                lambda: do(kind, namespace, name, compute, create_missing=create_missing)
+            )
+        except NotFound as exc:
+            raise not_found(kind, name) from exc
+        except Conflict as exc:
+            raise conflict(kind, name) from exc
+        except Invalid as exc:
+            raise invalid(kind, name, str(exc)) from exc
+        return out
 
     async def patch(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "patch")
-        body = await _read(request)
-        if not isinstance(body, dict):
-            raise Invalid(f"{kind.kind} {name}: a merge patch must be an object")
-        warnings = _validate(request, body)
-        out = await run_in_threadpool(engine.patch, kind, namespace, name, body)
+        ptype = patching.patch_type(kind, request.headers.get("content-type"))
+        _, _, limit = _state(request)
+        body = patching.parse(ptype, await read_body(request, limit))
+        warnings = _validate(request, body) if ptype != patching.JSON_PATCH else []
+        force = request.query_params.get("force", "").lower() in ("true", "1")
+        compute = writer(request, engine, ptype).patch(name, ptype, body, force)
+        out = await write(
+            engine,
+            namespace,
+            name,
+            compute,
+            create_missing=ptype == patching.APPLY,
+            dry=dry_run(request),
+        )
         return _answer(shape(out), warnings)
 
     async def delete(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "delete")
+        dry = dry_run(request) or await _delete_options_dry_run(request)
+        do = engine.preview_delete if dry else engine.delete
         try:
-            out = await run_in_threadpool(engine.delete, kind, namespace, name)
+            out = await run_in_threadpool(do, kind, namespace, name)
         except NotFound as exc:
             raise not_found(kind, name) from exc
         return JSONResponse(shape(out))

@@ -8,6 +8,7 @@ object; ``status_response`` shapes any error. No state, no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -63,6 +64,33 @@ def already_exists(kind: Kind, name: str) -> KubeError:
     return KubeError(
         409, "AlreadyExists", f'{resource_name(kind)} "{name}" already exists', details(kind, name)
     )
+
+
+def conflict(kind: Kind, name: str) -> KubeError:
+    """A write on a stale resourceVersion, in kube-apiserver's words (kubectl retries on it)."""
+    return KubeError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {resource_name(kind)} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        details(kind, name),
+    )
+
+
+def invalid(kind: Kind, name: str, message: str) -> KubeError:
+    """A refused object in kube-apiserver's form (``Kind.group "name" is invalid: field: why``)
+    with the field as a cause, so kubectl prints ``The Kind "name" is invalid: ...``."""
+    # The engine names the object first (``Kind ns/name: ``); the Status names it already.
+    named = re.match(rf"{re.escape(kind.kind)} (?:[^ /]+/)?{re.escape(name)}: ", message)
+    if named:
+        message = message[named.end() :]
+    field, sep, why = message.partition(": ")
+    cause: dict[str, Any] = {"reason": "FieldValueInvalid", "message": message}
+    if sep and " " not in field:
+        cause = {"reason": "FieldValueInvalid", "message": f"Invalid value: {why}", "field": field}
+    qualified = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
+    info = {"group": kind.group, "kind": kind.kind, "name": name, "causes": [cause]}
+    return KubeError(422, "Invalid", f'{qualified} "{name}" is invalid: {message}', info)
 
 
 def status_doc(

@@ -111,14 +111,23 @@ def _documents(path: str) -> Iterator[tuple[str, JsonDoc]]:
                 yield src, doc
 
 
-def apply(
-    filename: Annotated[str, typer.Option("--filename", "-f", help="FILE, DIR or - (stdin).")],
-    namespace: Namespace = None,
-) -> None:
+Files = Annotated[
+    list[str],
+    typer.Option("--filename", "-f", help="FILE, DIR or - (stdin); repeat for several."),
+]
+
+
+def _all_documents(filenames: list[str]) -> Iterator[tuple[str, JsonDoc]]:
+    """Every document of every ``-f``, in the order given (kubectl reads them so)."""
+    for filename in filenames:
+        yield from _documents(filename)
+
+
+def apply(filename: Files, namespace: Namespace = None) -> None:
     """Create or update every object in the given manifests (multi-document YAML or JSON)."""
     client = _client()
     failed = False
-    for src, doc in _documents(filename):
+    for src, doc in _all_documents(filename):
         api_version, kind_name = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
         kind = for_api_version(api_version, kind_name)
         name = str((doc.get("metadata") or {}).get("name", ""))
@@ -157,16 +166,28 @@ def _same(current: JsonDoc, desired: JsonDoc) -> bool:
 
 
 def delete(
-    kind_name: Annotated[str, typer.Argument(metavar="KIND")],
-    names: Annotated[list[str], typer.Argument(metavar="NAME...")],
+    kind_name: Annotated[str | None, typer.Argument(metavar="KIND")] = None,
+    names: Annotated[list[str] | None, typer.Argument(metavar="NAME...")] = None,
     namespace: Namespace = None,
+    filename: Annotated[
+        list[str] | None,
+        typer.Option("--filename", "-f", help="Delete the objects of FILE, DIR or - (stdin)."),
+    ] = None,
 ) -> None:
-    """Delete objects by name."""
-    kind = _kind(kind_name)
-    ns = _ns(kind, namespace)
+    """Delete objects by name (KIND NAME...), or those in manifests (-f FILE...)."""
+    targets: list[tuple[Kind, str | None, str]] = []
+    if filename:
+        if kind_name or names:
+            raise _fail("error: give either KIND NAME... or -f FILE, not both")
+        targets = _targets(filename, namespace)
+    else:
+        if not kind_name or not names:
+            raise _fail("error: give KIND NAME... or -f FILE")
+        kind = _kind(kind_name)
+        targets = [(kind, _ns(kind, namespace), name) for name in names]
     client = _client()
     failed = False
-    for name in names:
+    for kind, ns, name in targets:
         try:
             client.delete(kind, ns, name)
             typer.echo(f'{kind.kind.lower()}.{kind.group or "core"} "{name}" deleted')
@@ -175,6 +196,22 @@ def delete(
             failed = True
     if failed:
         raise typer.Exit(1)
+
+
+def _targets(filenames: list[str], namespace: str | None) -> list[tuple[Kind, str | None, str]]:
+    """(kind, namespace, name) of every named object in the manifests, in their order."""
+    out: list[tuple[Kind, str | None, str]] = []
+    for src, doc in _all_documents(filenames):
+        api_version, kind_name = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
+        kind = for_api_version(api_version, kind_name)
+        meta = doc.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if kind is None:
+            raise _fail(f'error: {src}: no kind "{kind_name}" in version "{api_version}"')
+        if not name:
+            raise _fail(f"error: {src}: a {kind.kind} without metadata.name cannot be deleted")
+        out.append((kind, _ns(kind, meta.get("namespace") or namespace), name))
+    return out
 
 
 def explain(

@@ -86,7 +86,10 @@ def rebuild(c: Cluster) -> None:
 
 
 def inactive_reason_of(c: Cluster, cq: CQState, cyclic: set[str]) -> tuple[str, str] | None:
-    """Why ``cq`` is inactive: Kueue's Active=False reason and a message, or None if active."""
+    """Why ``cq`` is inactive: Kueue's Active=False reason and a message, or None if active.
+    Terminating comes first, as in Kueue's ``inactiveReason``."""
+    if cq.terminating:
+        return "Terminating", "terminating"
     missing = sorted(
         {fq.name for rg in cq.spec.resource_groups for fq in rg.flavors} - set(c.flavors)
     )
@@ -97,8 +100,6 @@ def inactive_reason_of(c: Cluster, cq: CQState, cyclic: set[str]) -> tuple[str, 
         return checks
     if cq.spec.stop_policy != StopPolicy.NONE:
         return "Stopped", f"stopped (stopPolicy {cq.spec.stop_policy.value})"
-    if cq.terminating:
-        return "Terminating", "terminating"
     node = cq.node.parent
     while node is not None:
         if node.name in cyclic:

@@ -36,7 +36,15 @@ from gpuaas.core.manifest_notebook import notebook_stopped
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event, Phase
-from gpuaas.engine import admission_hooks, documents, persisted, status
+from gpuaas.engine import (
+    admission_hooks,
+    documents,
+    dry_run,
+    finalizers,
+    generate_name,
+    persisted,
+    status,
+)
 from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
@@ -64,6 +72,7 @@ log = logging.getLogger(__name__)
 
 _NS_LABEL = "kubernetes.io/metadata.name"
 REQUEUE_BATCH_SECONDS = 1.0  # Kueue's requeueBatchPeriod
+_WRITE_TRIES = 5  # reads and computes of one patch while others keep writing the object
 _OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a safety bound
 
 
@@ -124,6 +133,7 @@ class Engine(Arrivals, ReadModel):
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
         self.objects: dict[ObjectKey, ObjectRecord] = {}
+        self.terminating: set[ObjectKey] = set()  # objects with a deletionTimestamp
         self.rv = 0
         self._event_id = 0
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
@@ -151,6 +161,7 @@ class Engine(Arrivals, ReadModel):
                 loaded.objects[i] = replace(rec, doc=doc)
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
         self.objects = {r.key: r for r in loaded.objects}
+        self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
         self.restore_problems += [f"{r}: NaN or infinite numbers read as null" for r in repaired]
@@ -195,7 +206,11 @@ class Engine(Arrivals, ReadModel):
                 st.requeue_state_count = persisted.requeue_count_from_status(rec.doc)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
-        # 3. Settle at the current time and persist what changed.
+        # 3. A ClusterQueue deleted but kept by its finalizer is terminating again.
+        for key in sorted(self.terminating, key=str):
+            if key.gk.endswith("/ClusterQueue"):
+                self._cluster.delete("ClusterQueue", None, key.name, self.clock())
+        # 4. Settle at the current time and persist what changed.
         batch = _Batch()
         self._settle(self.clock(), batch)
         if batch.writes:
@@ -260,6 +275,10 @@ class Engine(Arrivals, ReadModel):
 
     def _put(self, batch: _Batch, rec: ObjectRecord, change_type: str) -> None:
         self.objects[rec.key] = rec
+        if finalizers.terminating(rec.doc):
+            self.terminating.add(rec.key)
+        else:
+            self.terminating.discard(rec.key)
         batch.writes += [
             PutObject(rec),
             AppendChange(Change(rec.rv, change_type, rec.key, rec.doc)),
@@ -268,6 +287,7 @@ class Engine(Arrivals, ReadModel):
 
     def _remove(self, batch: _Batch, key: ObjectKey) -> None:
         rec = self.objects.pop(key, None)
+        self.terminating.discard(key)
         if rec is None:
             return
         rv = self._next_rv()
@@ -290,6 +310,7 @@ class Engine(Arrivals, ReadModel):
 
     # -- settle: schedule and persist the consequences ------------------------------------------
     def _settle(self, now: float, batch: _Batch) -> None:
+        self._release_finalizers(now, batch)
         events = self._decide(now)
         self._collect_statuses(batch)
         self._collect_events(events, batch)
@@ -434,8 +455,12 @@ class Engine(Arrivals, ReadModel):
         deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
         with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
+            doc = generate_name.named(
+                doc, lambda n: self.key_of(kind, namespace, n) in self.objects
+            )
             doc = documents.checked(kind, namespace, None, doc)
             name = doc["metadata"]["name"]
+            finalizers.on_create(kind, name, doc)
             key = self.key_of(kind, namespace, name)
             if key in self.objects:
                 raise AlreadyExists(f"{documents.describe(kind, namespace, name)} already exists")
@@ -605,44 +630,122 @@ class Engine(Arrivals, ReadModel):
                 if "status" in old.doc:
                     doc["status"] = old.doc["status"]
             doc = admission_hooks.admit(self, kind, namespace, doc)
-            obj = documents.parse(doc)
-            now = self.clock()
-            batch = _Batch()
-            rv = self._next_rv()
+            finalizers.on_update(kind, name, old.doc, doc)
             old_meta = old.doc["metadata"]
             changed = documents.spec_of(doc) != documents.spec_of(old.doc)
             doc["metadata"].update(
                 uid=old_meta.get("uid"),
                 creationTimestamp=old_meta.get("creationTimestamp"),
                 generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
-                resourceVersion=str(rv),
+                resourceVersion=old_meta.get("resourceVersion"),
             )
             doc.pop("status", None)
-            _stamp_uid(obj, kind, doc["metadata"])
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
-            self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
-            self._apply_job_or_object(batch, kind, obj, doc, now, created=False)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            if doc == old.doc:  # nothing changes: no write, no new resourceVersion
+                return self._shown(kind, old)
+            if finalizers.terminating(doc) and not finalizers.finalizers_of(doc):
+                fut = self._finalized(kind, key)
+            else:
+                fut = self._replaced(kind, old, doc)
         self._wait(fut)
         with self._lock:
             current = self.objects.get(key)
             return self._shown(kind, current) if current is not None else doc
 
+    def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Future[None]:
+        obj = documents.parse(doc)
+        now = self.clock()
+        batch = _Batch()
+        rv = self._next_rv()
+        doc["metadata"]["resourceVersion"] = str(rv)
+        _stamp_uid(obj, kind, doc["metadata"])
+        self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+        self._apply_job_or_object(batch, kind, obj, doc, now, created=False)
+        self._settle(now, batch)
+        return self._commit(batch)
+
     def patch(self, kind: Kind, namespace: str | None, name: str, patch: JsonDoc) -> JsonDoc:
         """JSON merge patch (RFC 7386) of the stored object, then the same path as replace."""
-        with self._lock:
-            key = self.key_of(kind, namespace, name)
-            old = self.objects.get(key)
-            if old is None:
-                raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            merged = documents.merge_patch(copy.deepcopy(old.doc), patch)
-            if not isinstance(merged, dict):
+
+        def merged(old: JsonDoc | None) -> JsonDoc:
+            out = documents.merge_patch(old, patch)
+            if not isinstance(out, dict):
                 raise Invalid(
                     f"{documents.describe(kind, namespace, name)}: a patch must be an object"
                 )
-            return self.replace(kind, namespace, name, merged)
+            return out
+
+        return self.write(kind, namespace, name, merged)
+
+    def write(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        compute: Callable[[JsonDoc | None], JsonDoc],
+        *,
+        create_missing: bool = False,
+    ) -> JsonDoc:
+        """Read, compute and write as kube-apiserver's GuaranteedUpdate does: ``compute`` gets a
+        copy of the stored object (None if there is none) and returns the new one, which is
+        created, or replaced on the condition that nothing wrote the object meanwhile (its
+        resourceVersion); if something did, it reads and computes again. Patches and
+        server-side apply go through here; the commit is waited for outside the lock."""
+        for _ in range(_WRITE_TRIES):
+            with self._lock:
+                old = self.objects.get(self.key_of(kind, namespace, name))
+                if old is None and not create_missing:
+                    raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
+                new = compute(copy.deepcopy(old.doc) if old is not None else None)
+            seen = old.doc["metadata"].get("resourceVersion") if old is not None else None
+            meta = new.get("metadata") if isinstance(new, dict) else None
+            asked = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            try:
+                if old is None:
+                    return self.create(kind, namespace, new)
+                if isinstance(meta, dict) and asked in (None, "", seen):
+                    new = {**new, "metadata": {**meta, "resourceVersion": seen}}
+                return self.replace(kind, namespace, name, new)
+            except Conflict:
+                if asked not in (None, "", seen):
+                    raise  # the request's own precondition failed: the client must retry
+            except AlreadyExists:
+                if old is not None or not create_missing:
+                    raise
+        raise Conflict(f"{documents.describe(kind, namespace, name)}: written by others meanwhile")
+
+    def preview(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str | None,
+        compute: Callable[[JsonDoc | None], JsonDoc],
+        *,
+        create_missing: bool = False,
+    ) -> JsonDoc:
+        """A server-side dry run (``dryRun=All``) of a create, replace, patch or apply."""
+        return dry_run.preview(self, kind, namespace, name, compute, create_missing)
+
+    def preview_delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
+        """What a DELETE would answer, with nothing deleted (``dryRun=All``)."""
+        return dry_run.preview_delete(self, kind, namespace, name)
+
+    # -- finalizers (engine.finalizers) ---------------------------------------------------------
+    def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
+        """The last finalizer of a terminating object was removed: it is gone now (a
+        Namespace with what is in it). Under the lock; the caller waits for the commit."""
+        now = self.clock()
+        batch = _Batch()
+        if kind is NAMESPACE:
+            for k in [k for k in self.objects if k.namespace == key.name]:
+                self._delete_one(batch, k, now)
+        self._delete_one(batch, key, now)
+        self._settle(now, batch)
+        return self._commit(batch)
+
+    def _release_finalizers(self, now: float, batch: _Batch) -> None:
+        finalizers.release(self, batch, now)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
         with self._lock:
@@ -651,14 +754,27 @@ class Engine(Arrivals, ReadModel):
             old = self._existing_unowned(kind, namespace, name, key, "delete")
             now = self.clock()
             batch = _Batch()
-            if kind is NAMESPACE:
-                for k in [k for k in self.objects if k.namespace == name]:
-                    self._delete_one(batch, k, now)
-            self._delete_one(batch, key, now)
-            self._settle(now, batch)
-            fut = self._commit(batch)
+            shown = old.doc
+            if finalizers.terminating(old.doc):
+                return old.doc
+            if finalizers.finalizers_of(old.doc):
+                shown, fut = self._mark_deleted(kind, old, now, batch)
+            else:
+                if kind is NAMESPACE:
+                    for k in [k for k in self.objects if k.namespace == name]:
+                        self._delete_one(batch, k, now)
+                self._delete_one(batch, key, now)
+                self._settle(now, batch)
+                fut = self._commit(batch)
         self._wait(fut)
-        return old.doc
+        with self._lock:
+            current = self.objects.get(key)
+            return current.doc if current is not None else shown
+
+    def _mark_deleted(
+        self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
+    ) -> tuple[JsonDoc, Future[None]]:
+        return finalizers.mark_deleted(self, kind, old, now, batch)
 
     def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
         kind = self._kind_of(key)

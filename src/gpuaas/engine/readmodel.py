@@ -15,6 +15,7 @@ readable.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,9 @@ class ReadModel:
             rec = self.objects.get(self.key_of(kind, namespace, name))
             if rec is None:
                 raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-            return self._shown(kind, rec)
+            # A copy: a caller that edits what it read and writes it back must not have edited
+            # the stored document in place (a replace would then see nothing to change).
+            return copy.deepcopy(self._shown(kind, rec))
 
     def _notebook_status(self, rec: ObjectRecord, known: dict[str, int] | None) -> JsonDoc:
         """Kubeflow's Notebook status from its workload and its pod (vocab.notebook_status);

@@ -174,6 +174,9 @@ def cluster_queue_status(
             )
     if inactive is None:
         active = {"status": "True", "reason": "Ready", "message": "Can admit new workloads"}
+    elif inactive[0] == "Terminating":  # Kueue's own wording for this one
+        message = "Can't admit new workloads; clusterQueue is terminating"
+        active = {"status": "False", "reason": inactive[0], "message": message}
     else:
         message = f"Can't admit new workloads: {inactive[1]}."
         active = {"status": "False", "reason": inactive[0], "message": message}

@@ -1,0 +1,90 @@
+"""A live TLS server with an admin kubeconfig, for tests that drive the real ``kubectl`` and the
+``kubernetes`` client (a plain module, as the test folders are not packages:
+``from kubectl_harness import Kube, start_kube``).
+
+kubectl sends a bearer token only over TLS, so the server runs with a self-signed certificate and
+the kubeconfig comes from ``gpuaas kubeconfig``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuaas.api.testing import ServerProcess
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+@dataclass
+class Kube:
+    srv: ServerProcess
+    kubeconfig: Path
+    home: Path
+
+    def run(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        full = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HOME": str(self.home),
+            **(env or {}),
+        }
+        out = subprocess.run(
+            [KUBECTL, *args], env=full, capture_output=True, text=True, timeout=60, check=False
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {out.returncode}\n{out.stderr}")
+        return out
+
+    def out(self, *args: str) -> str:
+        return self.run(*args).stdout
+
+    def config_for(self, token: str, name: str, namespace: str | None = None) -> Kube:
+        path = self.home / f"{name}.kubeconfig"
+        path.write_text(kubeconfig(self.srv, token, namespace))
+        return Kube(self.srv, path, self.home)
+
+
+def kubeconfig(srv: ServerProcess, token: str, namespace: str | None = None) -> str:
+    env = {
+        **os.environ,
+        "GPUAAS_SERVER": srv.url,
+        "GPUAAS_TOKEN": token,
+        "GPUAAS_CA": str(srv.data_dir.parent / "cert.pem"),
+        "GPUAAS_CONFIG": str(srv.data_dir.parent / "none.json"),
+    }
+    args = [sys.executable, "-m", "gpuaas", "kubeconfig"]
+    if namespace:
+        args += ["--namespace", namespace]
+    return subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def start_kube(
+    tmp_path: Path,
+    db_url: str | None,
+    servers: Callable[..., ServerProcess],
+    require_service: Callable[[str, bool, str], None],
+) -> Kube:
+    require_service(
+        "kubectl", os.access(KUBECTL, os.X_OK), f"{KUBECTL} missing (kubernetes-client)"
+    )
+    require_service("openssl", shutil.which("openssl") is not None, "openssl CLI missing")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
+    )  # fmt: skip
+    srv = servers(db_url, extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "admin.kubeconfig"
+    path.write_text(kubeconfig(srv, srv.admin_token))
+    return Kube(srv, path, home)
