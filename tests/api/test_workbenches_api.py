@@ -178,7 +178,11 @@ def test_refusals_name_the_object_and_reason(
         assert r.status_code == code, r.text
         body = r.json()
         assert body["kind"] == "Status" and message in body["message"]
-        assert f"Notebook ds/{doc['metadata']['name']}" in body["message"]
+        name = doc["metadata"]["name"]  # the object, in the wording of its status code
+        assert (
+            f"Notebook ds/{name}" in body["message"]
+            or f'Notebook.kubeflow.org "{name}"' in body["message"]
+        )
         assert c.get(NB.format(ns="ds") + f"/{doc['metadata']['name']}").status_code == 404
 
 
