@@ -311,6 +311,9 @@ def _launch(args: tuple[Any, ...]) -> tuple[Connection, Any, str]:
             [sys.executable, "-m", __name__, str(theirs_sock.fileno())],
             pass_fds=(theirs_sock.fileno(),),
             stdin=subprocess.DEVNULL,
+            # Its own session: a stop signal to the server's group is the server's to handle (it
+            # stops the pods through this child); the child ends when its connection closes.
+            start_new_session=True,
         )
     finally:
         theirs_sock.close()
@@ -356,6 +359,9 @@ def _serve(
     try:
         build = getattr(importlib.import_module(module), name)
         runtime = build(root, address, taints, local_gpus=local_gpus, local_labels=local_labels)
+        # ray.init installs Ray's own SIGTERM handler (it would end this child mid-shutdown)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     except Exception as exc:  # answer the first call with why, then end
         with contextlib.suppress(EOFError, OSError):
             conn.recv()
