@@ -53,6 +53,7 @@ START_TIMEOUT = 120.0  # joining the cluster and re-adopting its pods
 RETRY_SECONDS = 2.0  # between tries to join again while degraded
 _PROBE_SECONDS = 0.5  # how often the head's GCS port is probed
 _LOG_FOLLOW_SECONDS = 0.5
+_NODES_REFRESH_SECONDS = 2.0  # how often a poll also reads the nodes (shown while degraded)
 RAY_RUNTIME = "gpuaas.runtimes.ray_runtime:RayRuntime"  # what the child runs
 
 
@@ -91,7 +92,9 @@ class RayDriver:
         self._joining: threading.Thread | None = None
         self._joined: tuple[Connection, Any, str] | None = None
         self._join_error = ""
+        self._nodes_at = 0.0  # when the nodes were last asked for (monotonic)
         self._spawn()  # raises RuntimeRequestError: a server that cannot join does not start
+        self._refresh_nodes(force=True)
 
     # -- the Runtime protocol ---------------------------------------------------------------------
     def start(
@@ -129,7 +132,16 @@ class RayDriver:
             with contextlib.suppress(RuntimeUnavailable):
                 events += self._call("poll")
                 self._runs = self._call("running")
+                self._refresh_nodes()
             return events
+
+    def _refresh_nodes(self, *, force: bool = False) -> None:
+        """Keep the last known nodes fresh, so that losing the head still shows what was there."""
+        now = time.monotonic()
+        if force or now - self._nodes_at >= _NODES_REFRESH_SECONDS:
+            self._nodes_at = now
+            with contextlib.suppress(RuntimeUnavailable, RuntimeRequestError):
+                self._nodes = self._call("nodes")
 
     def running(self) -> dict[str, WorkloadRun]:
         with self._lock:
