@@ -67,9 +67,16 @@ def kube(
 
 
 def manifests(example: str) -> list[Path]:
-    """An example's manifests, setup first (its scenario file is not an API object)."""
+    """An example's manifests, setup first (its scenario file is not an API object).
+
+    Notebooks are left out: a hardware profile mutates their containers on admission, and
+    kubectl's merge patch for a custom resource then carries the whole list again (configured,
+    not unchanged) and server-side apply conflicts with the client-side manager on it. That
+    interplay is a known gap (README, "kubectl"); Notebooks have their own tests."""
     folder = EXAMPLES / example
-    files = sorted(p for p in folder.glob("*.yaml") if not p.name.startswith("scenario"))
+    files = sorted(
+        p for p in folder.glob("*.yaml") if not p.name.startswith(("scenario", "notebook-"))
+    )
     return sorted(files, key=lambda p: p.name != "setup.yaml")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,7 +32,10 @@ def _pods_alive(since: float) -> list[int]:
             env = p.info.get("environ") or {}
         except psutil.Error:
             continue
-        ours = env.get("GPUAAS_WORKLOAD", "").startswith("team-")
+        # this session's pods only: other test runs (or xdist workers) may run team-* pods too
+        ours = env.get("GPUAAS_WORKLOAD", "").startswith("team-") and env.get(
+            "TESTS_GPUAAS_SESSION"
+        ) == os.environ.get("TESTS_GPUAAS_SESSION")
         if ours and p.info["create_time"] >= since and p.status() != psutil.STATUS_ZOMBIE:
             found.append(p.pid)
     return found
