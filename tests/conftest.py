@@ -8,10 +8,11 @@ The session hooks check that the tests left no process of theirs running.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -123,3 +124,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             reporter.write_line(line, red=True)
     if lines and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_ray_module_at_a_time(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Ray's nodes give their agents 15 s to start: two Ray clusters starting at once on two
+    xdist workers of a 2-core machine time out. A module with Ray tests holds a lock shared by
+    this run's workers (their basetemps share a parent) for as long as it runs."""
+    module = request.module
+    if not any(i.get_closest_marker("ray") and i.module is module for i in request.session.items):
+        yield
+        return
+    lock = tmp_path_factory.getbasetemp().parent / "ray-tests.lock"
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
