@@ -46,6 +46,9 @@ class Kube:
     def out(self, *args: str) -> str:
         return self.run(*args).stdout
 
+    def get(self, *args: str) -> str:
+        return self.run("get", *args).stdout
+
     def config_for(self, token: str, name: str, namespace: str | None = None) -> Kube:
         path = self.home / f"{name}.kubeconfig"
         path.write_text(kubeconfig(self.srv, token, namespace))
@@ -71,7 +74,9 @@ def start_kube(
     db_url: str | None,
     servers: Callable[..., ServerProcess],
     require_service: Callable[[str, bool, str], None],
+    extra: tuple[str, ...] = (),
 ) -> Kube:
+    """A TLS server (``extra`` adds server options, such as a runtime) and its admin kubeconfig."""
     require_service(
         "kubectl", os.access(KUBECTL, os.X_OK), f"{KUBECTL} missing (kubernetes-client)"
     )
@@ -82,9 +87,37 @@ def start_kube(
          "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
          "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
     )  # fmt: skip
-    srv = servers(db_url, extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True)
+    srv = servers(db_url, extra=("--tls-cert", str(cert), "--tls-key", str(key), *extra), tls=True)
     home = tmp_path / "home"
     home.mkdir()
     path = home / "admin.kubeconfig"
     path.write_text(kubeconfig(srv, srv.admin_token))
     return Kube(srv, path, home)
+
+
+def apply_file(k: Kube, path: Path) -> None:
+    """Create every object of a manifest file through the API (the admin's client, not kubectl)."""
+    import yaml
+
+    with k.srv.client() as c:
+        for doc in yaml.safe_load_all(path.read_text()):
+            kind, ns = doc["kind"], doc["metadata"].get("namespace")
+            base = {
+                "Namespace": "/api/v1/namespaces",
+                "Job": f"/apis/batch/v1/namespaces/{ns}/jobs",
+            }.get(kind)
+            if base is None:
+                plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+                plural = {"WorkloadPriorityClasses": "workloadpriorityclasses"}.get(plural, plural)
+                version = doc["apiVersion"]
+                base = (
+                    f"/apis/{version}/namespaces/{ns}/{plural}"
+                    if ns
+                    else f"/apis/{version}/{plural}"
+                )
+            r = c.post(base, json=doc)
+            assert r.status_code == 201, r.text
+
+
+def rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.strip().splitlines()]

@@ -11,59 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from kubectl_harness import KUBECTL, Kube, apply_file, rows, start_kube
 
 from gpuaas.api.testing import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 SETUP = REPO / "examples/004-jobs/setup.yaml"
-
-
-@dataclass
-class Kube:
-    srv: ServerProcess
-    kubeconfig: Path
-    home: Path
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "HOME": str(self.home)}
-        out = subprocess.run(
-            [KUBECTL, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {out.returncode}\n{out.stderr}")
-        return out
-
-    def get(self, *args: str) -> str:
-        return self.run("get", *args).stdout
-
-    def config_for(self, token: str, name: str, namespace: str | None = None) -> Kube:
-        path = self.home / f"{name}.kubeconfig"
-        path.write_text(kubeconfig(self.srv, token, namespace))
-        return Kube(self.srv, path, self.home)
-
-
-def kubeconfig(srv: ServerProcess, token: str, namespace: str | None = None) -> str:
-    env = {
-        **os.environ,
-        "GPUAAS_SERVER": srv.url,
-        "GPUAAS_TOKEN": token,
-        "GPUAAS_CA": str(srv.data_dir.parent / "cert.pem"),
-        "GPUAAS_CONFIG": str(srv.data_dir.parent / "none.json"),
-    }
-    args = [sys.executable, "-m", "gpuaas", "kubeconfig"]
-    if namespace:
-        args += ["--namespace", namespace]
-    return subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
 
 
 @pytest.fixture
@@ -73,49 +32,7 @@ def kube(
     servers: Callable[..., ServerProcess],
     require_service: Callable[[str, bool, str], None],
 ) -> Iterator[Kube]:
-    require_service(
-        "kubectl", os.access(KUBECTL, os.X_OK), f"{KUBECTL} missing (kubernetes-client)"
-    )
-    require_service("openssl", shutil.which("openssl") is not None, "openssl CLI missing")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
-    )  # fmt: skip
-    srv = servers(db_url, extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True)
-    home = tmp_path / "home"
-    home.mkdir()
-    path = home / "admin.kubeconfig"
-    path.write_text(kubeconfig(srv, srv.admin_token))
-    yield Kube(srv, path, home)
-
-
-def apply_file(k: Kube, path: Path) -> None:
-    import yaml
-
-    with k.srv.client() as c:
-        for doc in yaml.safe_load_all(path.read_text()):
-            kind, ns = doc["kind"], doc["metadata"].get("namespace")
-            base = {
-                "Namespace": "/api/v1/namespaces",
-                "Job": f"/apis/batch/v1/namespaces/{ns}/jobs",
-            }.get(kind)
-            if base is None:
-                plural = kind.lower() + ("es" if kind.endswith("s") else "s")
-                plural = {"WorkloadPriorityClasses": "workloadpriorityclasses"}.get(plural, plural)
-                version = doc["apiVersion"]
-                base = (
-                    f"/apis/{version}/namespaces/{ns}/{plural}"
-                    if ns
-                    else f"/apis/{version}/{plural}"
-                )
-            r = c.post(base, json=doc)
-            assert r.status_code == 201, r.text
-
-
-def rows(text: str) -> list[list[str]]:
-    return [line.split() for line in text.strip().splitlines()]
+    yield start_kube(tmp_path, db_url, servers, require_service)
 
 
 def test_discovery_get_and_errors(kube: Kube) -> None:

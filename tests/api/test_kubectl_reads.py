@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_kubectl import KUBECTL, REPO, SETUP, Kube, apply_file, kubeconfig, rows
+from kubectl_harness import KUBECTL, Kube, apply_file, rows, start_kube
+from test_kubectl import REPO, SETUP
 from test_kubectl import kube as kube  # the fixture: a TLS server (no runtime) and kubectl
 
 from gpuaas.api.testing import ServerProcess
@@ -33,24 +33,10 @@ def kube_pods(
     require_service: Callable[[str, bool, str], None],
 ) -> Iterator[Kube]:
     """kubectl against a server whose local runtime runs pods on 4 fake GPUs."""
-    require_service(
-        "kubectl", os.access(KUBECTL, os.X_OK), f"{KUBECTL} missing (kubernetes-client)"
-    )
-    require_service("openssl", shutil.which("openssl") is not None, "openssl CLI missing")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
-    )  # fmt: skip
-    extra = ("--tls-cert", str(cert), "--tls-key", str(key), "--runtime", "local")
-    srv = servers(db_url, extra=(*extra, "--fake-gpus", "4"), tls=True)
-    home = tmp_path / "home"
-    home.mkdir()
-    path = home / "admin.kubeconfig"
-    path.write_text(kubeconfig(srv, srv.admin_token))
-    yield Kube(srv, path, home)
-    srv.stop()  # the server stops its pods (each within its grace) before it exits
+    extra = ("--runtime", "local", "--fake-gpus", "4")
+    k = start_kube(tmp_path, db_url, servers, require_service, extra)
+    yield k
+    k.srv.stop()  # the server stops its pods (each within its grace) before it exits
 
 
 def job(name: str, namespace: str, command: str, *, cpu: str = "1", grace: int = 30) -> dict:
