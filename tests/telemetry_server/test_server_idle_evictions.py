@@ -12,16 +12,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from live_server import cli, post, wait_for
 from telemetry_docs import cluster_queue, configuration, flavor, local_queue, namespace, workload
 
 from gpuaas.api.testing import ServerProcess
@@ -48,42 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         srv.stop()
 
 
-def post(c: httpx.Client, doc: dict[str, Any]) -> httpx.Response:
-    kind = BY_KIND[doc["kind"]]
-    ns = doc["metadata"].get("namespace")
-    base = kind.base_path()
-    path = f"{base}/namespaces/{ns}/{kind.plural}" if ns else f"{base}/{kind.plural}"
-    return c.post(path, json=doc)
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def cli(srv: ServerProcess, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "GPUAAS_SERVER": srv.url,
-        "GPUAAS_TOKEN": srv.admin_token,
-        "GPUAAS_CONFIG": str(tmp / "cli-config.json"),
-    }
-    code = "from gpuaas.cli.main import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_idle_eviction_count_and_wasted_hours_through_api_and_cli(
     server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -103,7 +64,7 @@ def test_idle_eviction_count_and_wasted_hours_through_api_and_cli(
             items = c.get("/apis/gpuaas.dev/v1alpha1/hoarding").json()["items"]
             return [r for r in items if r["state"] == "BackingOff"]
 
-        (row,) = wait_for(backing_off, "the idle eviction")
+        (row,) = wait_for(backing_off, "the idle eviction", timeout=30.0)
         assert (row["namespace"], row["workload"], row["idleEvictions"]) == ("team", "idler", 1)
         assert row["action"] == "Evict" and row["requeueAt"] > time.time() + 500
         status = c.get(f"{BY_KIND['Workload'].base_path()}/namespaces/team/workloads/idler")

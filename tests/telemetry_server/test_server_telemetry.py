@@ -13,16 +13,14 @@ import datetime as dt
 import io
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import yaml
+from live_server import cli, post, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from telemetry_docs import (
     cluster_queue,
@@ -35,7 +33,6 @@ from telemetry_docs import (
 )
 
 from gpuaas.api.testing import ServerProcess
-from gpuaas.vocab.kinds import BY_KIND
 
 pytestmark = pytest.mark.slow
 
@@ -58,42 +55,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield srv
     finally:
         srv.stop()
-
-
-def post(c: httpx.Client, doc: dict[str, Any]) -> httpx.Response:
-    kind = BY_KIND[doc["kind"]]
-    ns = doc["metadata"].get("namespace")
-    base = kind.base_path()
-    path = f"{base}/namespaces/{ns}/{kind.plural}" if ns else f"{base}/{kind.plural}"
-    return c.post(path, json=doc)
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def cli(srv: ServerProcess, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "GPUAAS_SERVER": srv.url,
-        "GPUAAS_TOKEN": srv.admin_token,
-        "GPUAAS_CONFIG": str(tmp / "cli-config.json"),
-    }
-    code = "from gpuaas.cli.main import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 Samples = dict[str, list[tuple[str, dict[str, str], float]]]
