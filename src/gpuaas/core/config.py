@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuaas.core.backoff import requeue_backoff_seconds
 from gpuaas.core.errors import ApplyError
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
@@ -40,9 +41,7 @@ class RequeuingStrategy:
 
     def backoff_seconds(self, count: int) -> float:
         """Kueue's ``UpdateRequeueState``: the wait before requeue number ``count`` (1, 2, ...)."""
-        return float(
-            min(self.backoff_base_seconds * 2 ** max(0, count - 1), self.backoff_max_seconds)
-        )
+        return requeue_backoff_seconds(count, self.backoff_base_seconds, self.backoff_max_seconds)
 
 
 @dataclass(slots=True, frozen=True)

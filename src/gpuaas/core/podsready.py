@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+from gpuaas.core.backoff import backoff_step
 from gpuaas.core.config import EVICTION_TIMESTAMP, WaitForPodsReady
 from gpuaas.core.decisions import Admit, Decision, Evict, Requeue
 from gpuaas.core.state import Phase, WorkloadState
@@ -183,16 +184,19 @@ class PodsReadyGate:
     # --- internals -----------------------------------------------------------------------------
     def _time_out(self, wl: WorkloadState, cfg: WaitForPodsReady, now: float) -> None:
         strategy = cfg.requeuing_strategy
-        count = wl.requeue_state_count
-        limit = strategy.backoff_limit_count
-        if limit is not None and count + 1 > limit:
+        step = backoff_step(
+            wl.requeue_state_count,
+            strategy.backoff_limit_count,
+            now,
+            strategy.backoff_base_seconds,
+            strategy.backoff_max_seconds,
+        )
+        if step.deactivate:
             wl.deactivated_by_check = True  # Kueue sets spec.active=false (DeactivationTarget)
             wl.requeue_state_count, wl.requeue_at = 0, None  # Kueue clears requeueState
             self.c.life.evict(wl, DEACTIVATED_BY_REQUEUING_LIMIT, LIMIT_MESSAGE, now)
             return
-        count += 1
-        wl.requeue_state_count = count
-        wl.requeue_at = now + strategy.backoff_seconds(count)
+        wl.requeue_state_count, wl.requeue_at = step.count, step.requeue_at
         if strategy.timestamp == EVICTION_TIMESTAMP:
             wl.queued_at = now  # ordered by the Evicted condition's time
         self.c.life.evict(
