@@ -149,3 +149,35 @@ def test_check_states_survive_a_restart(tmp_path: Path) -> None:
     finally:
         e2.close()
         store.close()
+
+
+def test_a_rejected_check_writes_spec_active_false_which_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Kueue's workload controller deactivates a workload whose check is Rejected by writing
+    ``spec.active=false``: the stored Workload says so, and a restarted engine keeps it inactive
+    instead of queueing it again."""
+    url = f"sqlite:///{tmp_path / 'gpuaas.db'}"
+    store = open_store(url)
+    e = Engine(store, clock=Clock())
+    _setup(e)
+    active = {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]}
+    e.update_admission_check_status("budget", {"status": active})
+    _create(e, "Workload", _workload("a"), "ns")
+    rejected = {"admissionChecks": [{"name": "budget", "state": "Rejected", "message": "no"}]}
+    e.update_check_states("ns", "a", {"status": rejected})
+    a = e.workload("ns/a")
+    assert a is not None and a.phase == Phase.INACTIVE
+    assert e.get(BY_KIND["Workload"], "ns", "a")["spec"]["active"] is False
+    e.close()
+    store.close()
+
+    store = open_store(url)
+    e2 = Engine(store, clock=Clock())
+    try:
+        a = e2.workload("ns/a")
+        assert a is not None and a.phase == Phase.INACTIVE
+        assert e2.get(BY_KIND["Workload"], "ns", "a")["spec"]["active"] is False
+    finally:
+        e2.close()
+        store.close()

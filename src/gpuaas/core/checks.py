@@ -16,6 +16,7 @@ scenario runner's ``admissionChecks`` steps).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuaas.core.decisions import CheckState
@@ -221,6 +222,7 @@ class CheckGate:
         if any(ch.state == _REJECTED for ch in checks):
             message = f"Deactivated due to {states_message(checks, _REJECTED)}"
             wl.deactivated_by_check = True
+            wl.workload = replace(wl.workload, active=False)  # Kueue writes spec.active=false
             self.c.life.evict(wl, DEACTIVATED_BY_CHECK, message, now)
             return
         retry = [ch for ch in checks if ch.state == _RETRY]

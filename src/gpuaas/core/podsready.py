@@ -17,6 +17,7 @@ directly: evictions go through the ``Lifecycle``.
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuaas.core.backoff import backoff_step
@@ -193,6 +194,7 @@ class PodsReadyGate:
         )
         if step.deactivate:
             wl.deactivated_by_check = True  # Kueue sets spec.active=false (DeactivationTarget)
+            wl.workload = replace(wl.workload, active=False)
             wl.requeue_state_count, wl.requeue_at = 0, None  # Kueue clears requeueState
             self.c.life.evict(wl, DEACTIVATED_BY_REQUEUING_LIMIT, LIMIT_MESSAGE, now)
             return
