@@ -17,7 +17,6 @@ from the store: objects in creation order, admitted workloads restored on the sa
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -29,13 +28,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any, Protocol
 
-from gpuaas.core.cluster import Cluster
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
 from gpuaas.core.manifest_notebook import notebook_stopped
-from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
-from gpuaas.core.state import Event, Phase
+from gpuaas.core.state import Event
 from gpuaas.engine import (
     admission_hooks,
     documents,
@@ -46,10 +43,13 @@ from gpuaas.engine import (
     status,
 )
 from gpuaas.engine.arrivals import Arrivals
+from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.readmodel import ReadModel
+from gpuaas.engine.restore import Restore
 from gpuaas.engine.settling import SettlingLock
+from gpuaas.engine.updates import Updates
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
     AppendChange,
@@ -71,8 +71,6 @@ from gpuaas.vocab.kinds import BY_KIND, NAMESPACE, NOTEBOOK, WORKLOAD, Kind
 log = logging.getLogger(__name__)
 
 _NS_LABEL = "kubernetes.io/metadata.name"
-REQUEUE_BATCH_SECONDS = 1.0  # Kueue's requeueBatchPeriod
-_WRITE_TRIES = 5  # reads and computes of one patch while others keep writing the object
 _OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a safety bound
 
 
@@ -106,7 +104,7 @@ class _Batch:
         self.changes: list[Change] = []
 
 
-class Engine(Arrivals, ReadModel):
+class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
     def __init__(
         self,
         store: Store,
@@ -146,117 +144,6 @@ class Engine(Arrivals, ReadModel):
         self.job_status: Callable[[str], JsonDoc] | None = None
         with self._lock:
             self._load()
-
-    # -- restart --------------------------------------------------------------------------------
-    def _load(self) -> None:
-        """Rebuild the Cluster from the store, then settle it at the current time."""
-        loaded = self.store.load()
-        self._loads += 1
-        self._arrivals = deque()  # stored ones come back from the store below; the rest failed
-        self._cluster = self._new_cluster()
-        repaired = []
-        for i, rec in enumerate(loaded.objects):
-            doc, changed = documents.finite(rec.doc)
-            if changed:  # stored by an older version: served (and next written) without NaN
-                loaded.objects[i] = replace(rec, doc=doc)
-                repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
-        self.objects = {r.key: r for r in loaded.objects}
-        self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
-        self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
-        self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
-        self.restore_problems += [f"{r}: NaN or infinite numbers read as null" for r in repaired]
-        workloads: list[ObjectRecord] = []
-        # 1. Every non-workload object, in creation order, as it was created.
-        for rec in loaded.objects:
-            kind = self._kind_of(rec.key)
-            if kind is WORKLOAD:
-                workloads.append(rec)
-            elif kind is not None and not kind.job and not kind.stored:
-                self._restore_apply(rec, rec.doc)
-        # 2. Workloads in creation order: admitted ones keep their admission, others re-queue
-        #    with their original creation time, so pending order is what it was.
-        for rec in workloads:
-            owner = self._owner_record(rec)
-            source = owner.doc if owner is not None else rec.doc
-            try:
-                obj = parse_object(source)
-            except ManifestError as exc:
-                self.restore_problems.append(f"not restored: {exc}")
-                continue
-            if not isinstance(obj, Workload):
-                continue
-            obj.uid = str(rec.doc.get("metadata", {}).get("uid") or "")
-            if owner is not None and (rec.doc.get("spec") or {}).get("active") is False:
-                obj.active = False  # deactivated by gpuaas (idle GPUs): the Job says nothing
-            restored = persisted.admission_from_internal(rec.internal)
-            phase = rec.internal.get("phase")
-            if restored is not None and phase in (Phase.ADMITTED, Phase.EVICTING):
-                admission, admitted_at = restored
-                checks = persisted.checks_from_internal(rec.internal)
-                self._cluster.restore_admission(obj, admission, admitted_at, rec.created, checks)
-                nominated, cluster_name = persisted.placement_from_internal(rec.internal)
-                if (nominated or cluster_name) and phase == Phase.ADMITTED:
-                    self._cluster.set_cluster_nomination(obj.key, nominated, cluster_name)
-            else:
-                self._cluster.apply(obj, rec.created)
-                if phase == Phase.FINISHED:
-                    self._cluster.finish(obj.key, rec.created)
-            st = self._cluster.workloads.get(obj.key)
-            if st is not None:
-                st.requeue_state_count = persisted.requeue_count_from_status(rec.doc)
-            if st is not None and render.workload_status(st) == rec.doc.get("status"):
-                self._fingerprints[obj.key] = persisted.fingerprint(st)
-        # 3. A ClusterQueue deleted but kept by its finalizer is terminating again.
-        for key in sorted(self.terminating, key=str):
-            if key.gk.endswith("/ClusterQueue"):
-                self._cluster.delete("ClusterQueue", None, key.name, self.clock())
-        # 4. Settle at the current time and persist what changed.
-        batch = _Batch()
-        self._settle(self.clock(), batch)
-        if batch.writes:
-            self.committer.submit(batch.writes).result(timeout=self.commit_timeout)
-
-    def _new_cluster(self) -> Cluster:
-        # Kueue's 1 s requeueBatchPeriod on the wall clock (the README says so).
-        batch = REQUEUE_BATCH_SECONDS
-        return Cluster(
-            self.config, instant_evictions=self.instant_evictions, requeue_batch_seconds=batch
-        )
-
-    def serve_checks(self, controller_name: str) -> None:
-        """A check controller for ``controller_name`` runs in this server: its checks are
-        Active (Kueue's controllers set that condition when they can evaluate the check)."""
-        with self._lock:
-            self._served_checks.add(controller_name)
-            for ac in list(self._cluster.admission_checks.values()):
-                self._mark_served(ac)
-
-    def _mark_served(self, ac: AdmissionCheck) -> None:
-        if ac.controller_name in self._served_checks:
-            self._cluster.set_check_active(ac.name, True)
-
-    def _restore_apply(self, rec: ObjectRecord, doc: JsonDoc) -> None:
-        try:
-            obj = parse_object(doc)
-            self._cluster.apply(obj, rec.created)
-            if isinstance(obj, AdmissionCheck):
-                self._mark_served(obj)
-        except ManifestError as exc:
-            self.restore_problems.append(f"not restored: {exc}")
-
-    def _reload_if_failed(self) -> None:
-        if not self.committer.failed:
-            return
-        # Everything queued before now was decided on lost writes: let it drain (and fail).
-        self.committer.submit([]).exception(timeout=self.commit_timeout)
-        self._load_after_failure()
-
-    def _load_after_failure(self) -> None:
-        self.committer.reset()
-        try:
-            self._load()
-        except StoreError as exc:
-            raise Unavailable(f"the store is unavailable: {exc}") from exc
 
     # -- helpers --------------------------------------------------------------------------------
     @staticmethod
@@ -665,56 +552,6 @@ class Engine(Arrivals, ReadModel):
         self._settle(now, batch)
         return self._commit(batch)
 
-    def patch(self, kind: Kind, namespace: str | None, name: str, patch: JsonDoc) -> JsonDoc:
-        """JSON merge patch (RFC 7386) of the stored object, then the same path as replace."""
-
-        def merged(old: JsonDoc | None) -> JsonDoc:
-            out = documents.merge_patch(old, patch)
-            if not isinstance(out, dict):
-                raise Invalid(
-                    f"{documents.describe(kind, namespace, name)}: a patch must be an object"
-                )
-            return out
-
-        return self.write(kind, namespace, name, merged)
-
-    def write(
-        self,
-        kind: Kind,
-        namespace: str | None,
-        name: str,
-        compute: Callable[[JsonDoc | None], JsonDoc],
-        *,
-        create_missing: bool = False,
-    ) -> JsonDoc:
-        """Read, compute and write as kube-apiserver's GuaranteedUpdate does: ``compute`` gets a
-        copy of the stored object (None if there is none) and returns the new one, which is
-        created, or replaced on the condition that nothing wrote the object meanwhile (its
-        resourceVersion); if something did, it reads and computes again. Patches and
-        server-side apply go through here; the commit is waited for outside the lock."""
-        for _ in range(_WRITE_TRIES):
-            with self._lock:
-                old = self.objects.get(self.key_of(kind, namespace, name))
-                if old is None and not create_missing:
-                    raise NotFound(f"{documents.describe(kind, namespace, name)} not found")
-                new = compute(copy.deepcopy(old.doc) if old is not None else None)
-            seen = old.doc["metadata"].get("resourceVersion") if old is not None else None
-            meta = new.get("metadata") if isinstance(new, dict) else None
-            asked = meta.get("resourceVersion") if isinstance(meta, dict) else None
-            try:
-                if old is None:
-                    return self.create(kind, namespace, new)
-                if isinstance(meta, dict) and asked in (None, "", seen):
-                    new = {**new, "metadata": {**meta, "resourceVersion": seen}}
-                return self.replace(kind, namespace, name, new)
-            except Conflict:
-                if asked not in (None, "", seen):
-                    raise  # the request's own precondition failed: the client must retry
-            except AlreadyExists:
-                if old is not None or not create_missing:
-                    raise
-        raise Conflict(f"{documents.describe(kind, namespace, name)}: written by others meanwhile")
-
     def preview(
         self,
         kind: Kind,
@@ -731,68 +568,14 @@ class Engine(Arrivals, ReadModel):
         """What a DELETE would answer, with nothing deleted (``dryRun=All``)."""
         return dry_run.preview_delete(self, kind, namespace, name)
 
-    # -- finalizers (engine.finalizers) ---------------------------------------------------------
-    def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
-        """The last finalizer of a terminating object was removed: it is gone now (a
-        Namespace with what is in it). Under the lock; the caller waits for the commit."""
-        now = self.clock()
-        batch = _Batch()
-        if kind is NAMESPACE:
-            for k in [k for k in self.objects if k.namespace == key.name]:
-                self._delete_one(batch, k, now)
-        self._delete_one(batch, key, now)
-        self._settle(now, batch)
-        return self._commit(batch)
-
+    # -- finalizers (engine.finalizers; deletes are engine.deletion's) ------------------------
     def _release_finalizers(self, now: float, batch: _Batch) -> None:
         finalizers.release(self, batch, now)
-
-    def delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
-        with self._lock:
-            self._reload_if_failed()
-            key = self.key_of(kind, namespace, name)
-            old = self._existing_unowned(kind, namespace, name, key, "delete")
-            now = self.clock()
-            batch = _Batch()
-            shown = old.doc
-            if finalizers.terminating(old.doc):
-                return old.doc
-            if finalizers.finalizers_of(old.doc):
-                shown, fut = self._mark_deleted(kind, old, now, batch)
-            else:
-                if kind is NAMESPACE:
-                    for k in [k for k in self.objects if k.namespace == name]:
-                        self._delete_one(batch, k, now)
-                self._delete_one(batch, key, now)
-                self._settle(now, batch)
-                fut = self._commit(batch)
-        self._wait(fut)
-        with self._lock:
-            current = self.objects.get(key)
-            return current.doc if current is not None else shown
 
     def _mark_deleted(
         self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
     ) -> tuple[JsonDoc, Future[None]]:
         return finalizers.mark_deleted(self, kind, old, now, batch)
-
-    def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
-        kind = self._kind_of(key)
-        if kind is None or key not in self.objects:
-            return
-        self._remove(batch, key)
-        ns = key.namespace or None
-        if kind.job:
-            wl_key = ObjectKey(WORKLOAD.gk, key.namespace, key.name)
-            if wl_key in self.objects:
-                self._remove(batch, wl_key)
-            self._cluster.delete("Workload", ns, key.name, now)
-        elif kind is not WORKLOAD or not self._is_owned(key):
-            self._cluster.delete(kind.kind, ns, key.name, now)
-
-    def _is_owned(self, key: ObjectKey) -> bool:
-        rec = self.objects.get(key)
-        return rec is not None and bool(rec.internal.get("owner"))
 
     # -- watch ----------------------------------------------------------------------------------
     def snapshot_for_watch(

@@ -1,0 +1,104 @@
+"""Deleting objects: at once, or marked with a deletionTimestamp while finalizers remain.
+
+``Engine`` inherits ``Deletion``. A delete without finalizers removes the object (a Namespace with
+everything in it; a Job with its Workload) and settles what that frees in the same batch; one with
+finalizers only gets its deletionTimestamp (``engine.finalizers``), and goes when the last one is
+removed. What a deletion frees is decided by the core's ``delete``, never here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from gpuaas.core.cluster import Cluster
+from gpuaas.engine import finalizers
+from gpuaas.engine.settling import SettlingLock
+from gpuaas.store import JsonDoc, ObjectKey, ObjectRecord
+from gpuaas.vocab.kinds import NAMESPACE, WORKLOAD, Kind
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import _Batch
+
+
+class Deletion:
+    """Deletes and finalizers; see the module docstring."""
+
+    clock: Callable[[], float]
+    _lock: SettlingLock
+    _cluster: Cluster
+    objects: dict[ObjectKey, ObjectRecord]
+
+    if TYPE_CHECKING:  # the engine's own, for the type checker only
+
+        @staticmethod
+        def _kind_of(key: ObjectKey) -> Kind | None: ...
+        def key_of(self, kind: Kind, namespace: str | None, name: str) -> ObjectKey: ...
+        def _existing_unowned(
+            self, kind: Kind, namespace: str | None, name: str, key: ObjectKey, verb: str
+        ) -> ObjectRecord: ...
+        def _reload_if_failed(self) -> None: ...
+        def _settle(self, now: float, batch: _Batch) -> None: ...
+        @staticmethod
+        def _new_batch() -> _Batch: ...
+        def _commit(self, batch: _Batch) -> Future[None]: ...
+        def _wait(self, fut: Future[None]) -> None: ...
+        def _remove(self, batch: _Batch, key: ObjectKey) -> None: ...
+        def _mark_deleted(
+            self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
+        ) -> tuple[JsonDoc, Future[None]]: ...
+
+    def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
+        """The last finalizer of a terminating object was removed: it is gone now (a
+        Namespace with what is in it). Under the lock; the caller waits for the commit."""
+        now = self.clock()
+        batch = self._new_batch()
+        if kind is NAMESPACE:
+            for k in [k for k in self.objects if k.namespace == key.name]:
+                self._delete_one(batch, k, now)
+        self._delete_one(batch, key, now)
+        self._settle(now, batch)
+        return self._commit(batch)
+
+    def delete(self, kind: Kind, namespace: str | None, name: str) -> JsonDoc:
+        with self._lock:
+            self._reload_if_failed()
+            key = self.key_of(kind, namespace, name)
+            old = self._existing_unowned(kind, namespace, name, key, "delete")
+            now = self.clock()
+            batch = self._new_batch()
+            shown = old.doc
+            if finalizers.terminating(old.doc):
+                return old.doc
+            if finalizers.finalizers_of(old.doc):
+                shown, fut = self._mark_deleted(kind, old, now, batch)
+            else:
+                if kind is NAMESPACE:
+                    for k in [k for k in self.objects if k.namespace == name]:
+                        self._delete_one(batch, k, now)
+                self._delete_one(batch, key, now)
+                self._settle(now, batch)
+                fut = self._commit(batch)
+        self._wait(fut)
+        with self._lock:
+            current = self.objects.get(key)
+            return current.doc if current is not None else shown
+
+    def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
+        kind = self._kind_of(key)
+        if kind is None or key not in self.objects:
+            return
+        self._remove(batch, key)
+        ns = key.namespace or None
+        if kind.job:
+            wl_key = ObjectKey(WORKLOAD.gk, key.namespace, key.name)
+            if wl_key in self.objects:
+                self._remove(batch, wl_key)
+            self._cluster.delete("Workload", ns, key.name, now)
+        elif kind is not WORKLOAD or not self._is_owned(key):
+            self._cluster.delete(kind.kind, ns, key.name, now)
+
+    def _is_owned(self, key: ObjectKey) -> bool:
+        rec = self.objects.get(key)
+        return rec is not None and bool(rec.internal.get("owner"))
