@@ -264,3 +264,14 @@ def test_the_chosen_are_the_best_scored_and_their_number_is_kept(values: list[in
     assert len(got.decisions) == min(n, len(names))
     worst_chosen = min((got.scores[c] for c in got.decisions), default=101)
     assert all(got.scores[x] <= worst_chosen for x in names if x not in got.decisions)
+
+
+@given(st.datetimes(min_value=__import__("datetime").datetime(1971, 1, 1),
+                    max_value=__import__("datetime").datetime(2200, 1, 1)),
+       st.integers(-14 * 60, 14 * 60))  # fmt: skip
+def test_rfc3339_seconds_agrees_with_datetime(when: Any, offset_minutes: int) -> None:
+    import datetime as dt
+
+    tz = dt.timezone(dt.timedelta(minutes=offset_minutes))
+    stamp = when.replace(microsecond=0, tzinfo=tz)
+    assert ocm.rfc3339_seconds(stamp.isoformat()) == stamp.timestamp()

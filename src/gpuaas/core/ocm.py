@@ -11,8 +11,8 @@ controllers (that is ``core.placement``). Pure: no I/O, no clock (times are pars
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
@@ -153,15 +153,42 @@ def _ctx(doc: dict[str, Any]) -> tuple[Ctx, dict[str, Any]]:
     return ctx, meta
 
 
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))"
+)
+
+
+def _days(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
+def rfc3339_seconds(raw: str) -> float | None:
+    """Seconds since the epoch of an RFC 3339 date-time (None if it is not one); no clock."""
+    m = _RFC3339.fullmatch(raw)
+    if m is None:
+        return None
+    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+    if not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and s < 61):
+        return None
+    out = _days(y, mo, d) * 86400 + h * 3600 + mi * 60 + s + float(m.group(7) or 0)
+    if m.group(8):
+        offset = int(m.group(9)) * 3600 + int(m.group(10)) * 60
+        out -= offset if m.group(8) == "+" else -offset
+    return out
+
+
 def _time(ctx: Ctx, raw: Any, path: str) -> float | None:
     if raw is None:
         return None
-    if not isinstance(raw, str):
-        raise ctx.err(path, f"must be an RFC 3339 date-time string, got {raw!r}")
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise ctx.err(path, f"must be an RFC 3339 date-time, got {raw!r}") from None
+    seconds = rfc3339_seconds(raw) if isinstance(raw, str) else None
+    if seconds is None:
+        raise ctx.err(path, f"must be an RFC 3339 date-time, got {raw!r}")
+    return seconds
 
 
 def _section(ctx: Ctx, doc: dict[str, Any], key: str) -> dict[str, Any]:
