@@ -248,6 +248,16 @@ def explain(
             for c in info["admissionChecks"]
         ]
         lines.append(f"Checks:         {', '.join(checks)}")
+    for p in info.get("placements") or []:
+        lines.append(f"Placement:      {p['placement']} (check {p['check']}): " + (
+            f"{p['reason']}: {p['message']}; chosen: {', '.join(p['decisions']) or '<none>'}"
+            if p.get("found") else "not found"))  # fmt: skip
+        for cluster, why in (p.get("excluded") or {}).items():
+            lines.append(f"  not {cluster}: {why}")
+        if p.get("scores"):
+            scores = ", ".join(f"{c}={v}" for c, v in p["scores"].items())
+            lines.append(f"  scores: {scores}")
+        lines.append(f"  {p['note']}")
     if info.get("clusterName"):
         lines.append(f"Runs on:        worker cluster {info['clusterName']} (MultiKueue)")
     elif info.get("nominatedClusterNames"):

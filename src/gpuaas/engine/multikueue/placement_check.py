@@ -78,6 +78,7 @@ class PlacementCheckController:
 
     def start(self, engine: Engine) -> None:
         self.engine = engine
+        engine.placement_namespace = self.namespace  # explain reads its Placements there
         placements.ensure_default_sets(engine)
         self._thread = threading.Thread(target=self._loop, name="ocm-placement", daemon=True)
         self._thread.start()

@@ -25,6 +25,7 @@ from gpuaas.engine.errors import EngineError
 from gpuaas.engine.multikueue import writes
 from gpuaas.vocab.kinds import (
     ADDON_PLACEMENT_SCORE,
+    BY_KIND,
     CLUSTER_SET_BINDING,
     MANAGED_CLUSTER,
     MANAGED_CLUSTER_SET,
@@ -203,3 +204,38 @@ def explain(engine: Engine, namespace: str, name: str, now: float) -> JsonDoc:
         "scores": dict(sorted(result.scores.items())),
         "excluded": dict(sorted(result.excluded.items())),
     }
+
+
+ADDON_NOTE = (
+    "The OCM add-on never sets this check on a Workload, so it stays Pending: on the hub the "
+    "workload reserves quota, MultiKueue dispatches it to a worker of the MultiKueueConfig this "
+    "Placement keeps, it runs and finishes there, and it is never Admitted here (as Kueue does "
+    "with the add-on)."
+)
+
+
+def explain_checks(engine: Engine, info: JsonDoc, namespace: str, now: float) -> list[JsonDoc]:
+    """For ``explain``: each ``open-cluster-management.io/placement`` check of the workload's
+    ClusterQueue, with its Placement's decision and why each other cluster was not chosen."""
+    cq = info.get("clusterQueue")
+    if not cq:
+        return []
+    try:
+        spec = engine.get(BY_KIND["ClusterQueue"], None, str(cq)).get("spec") or {}
+    except EngineError:
+        return []
+    names = [str(n) for n in spec.get("admissionChecks") or []]
+    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    names += [str(c.get("name")) for c in strategy if isinstance(c, dict)]
+    out = []
+    for name in names:
+        try:
+            ac = engine.get(BY_KIND["AdmissionCheck"], None, name)
+        except EngineError:
+            continue
+        if (ac.get("spec") or {}).get("controllerName") != "open-cluster-management.io/placement":
+            continue
+        placement = str(((ac.get("spec") or {}).get("parameters") or {}).get("name") or "")
+        out.append({"check": name, **explain(engine, namespace, placement, now),
+                    "note": ADDON_NOTE})  # fmt: skip
+    return out
