@@ -1,0 +1,79 @@
+"""The OCM cluster API through the real kubectl: every seed 002 manifest applies unchanged (twice),
+the kinds are discovered with their short names and printer columns, and a bad Placement is
+refused naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kubectl_harness import Kube, start_kube
+
+from gpuaas.api.testing import ServerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO.parent / "shared/reference/multicluster/manifests"
+DEMO = REPO / "src/gpuaas/demos/002"
+
+
+@pytest.fixture
+def kube(
+    tmp_path: Path,
+    servers: Callable[..., ServerProcess],
+    require_service: Callable[[str, bool, str], None],
+) -> Kube:
+    require_service("seed 002 manifests", MANIFESTS.is_dir(), f"{MANIFESTS} is missing")
+    return start_kube(tmp_path, None, servers, require_service)
+
+
+def _seed_files() -> list[Path]:
+    files = sorted(MANIFESTS.glob("scenario*/*/*.yaml"))
+    return [f for f in files if "job" not in f.name]  # Jobs use generateName: kubectl create
+
+
+def test_seed_manifests_apply_unchanged_twice(kube: Kube) -> None:
+    for ns in ("openshift-kueue-operator", "spoke-cluster1", "spoke-cluster2"):
+        kube.out("create", "namespace", ns)
+    for f in [DEMO / "addon-hub.yaml", *_seed_files()]:
+        first = kube.run("apply", "-f", str(f), check=False)
+        assert first.returncode == 0, f"{f}: {first.stderr}"
+    for f in _seed_files():
+        again = kube.run("apply", "-f", str(f), check=False)
+        assert again.returncode == 0, f"{f}: {again.stderr}"
+        if "sample-scores" not in f.name:  # status is not applied (a status subresource)
+            assert all(ln.endswith("unchanged") for ln in again.stdout.strip().splitlines()), (
+                again.stdout
+            )
+    got = kube.out("get", "placements", "-n", "kueue-system")
+    assert got.split("\n")[0].split() == ["NAME", "SUCCEEDED", "REASON", "SELECTEDCLUSTERS", "AGE"]
+    assert "multikueue-config-demo2" in got and "default" in got
+    sets = kube.out("get", "mclsets")
+    assert "global" in sets and "default" in sets  # an OCM hub's own sets
+    assert "global" in kube.out("get", "managedclustersetbindings", "-n", "kueue-system")
+    resources = kube.out("api-resources", "--api-group", "cluster.open-cluster-management.io")
+    for plural in ("managedclusters", "managedclustersets", "managedclustersetbindings",
+                   "placements", "placementdecisions", "addonplacementscores"):  # fmt: skip
+        assert plural in resources
+
+
+def test_managed_cluster_and_a_bad_placement(kube: Kube, tmp_path: Path) -> None:
+    mc = tmp_path / "mc.yaml"
+    mc.write_text(
+        "apiVersion: cluster.open-cluster-management.io/v1\nkind: ManagedCluster\n"
+        "metadata: {name: cluster2, labels: {accelerator: nvidia-tesla-t4}}\n"
+        "spec: {hubAcceptsClient: true}\n"
+    )
+    kube.out("apply", "-f", str(mc))
+    got = kube.out("get", "mcl", "-l", "accelerator=nvidia-tesla-t4")
+    assert got.split("\n")[0].split()[:3] == ["NAME", "HUB", "ACCEPTED"] and "cluster2" in got
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n"
+        "metadata: {name: p, namespace: default}\n"
+        "spec: {prioritizerPolicy: {mode: Exact, configurations: [{scoreCoordinate: "
+        "{type: AddOn, addOn: {resourceName: r, scoreName: s}}, weight: 20}]}}\n"
+    )
+    out = kube.run("apply", "-f", str(bad), check=False)
+    assert out.returncode != 0
+    assert "Placement default/p: spec.prioritizerPolicy.configurations[0].weight" in out.stderr
