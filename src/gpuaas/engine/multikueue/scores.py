@@ -11,7 +11,8 @@ AddOnPlacementScore ``gpuaas-gpu-score`` with ``gpuClusterIdle``: the worker's G
 ``DCGM_FI_DEV_GPU_UTIL`` (its ``/metrics``) is under 5 %, free or held by an idle pod, scaled the
 same way: where a job would find a GPU soon if idle holders are evicted. Each score lives in the
 namespace named after the ManagedCluster, as OCM keeps it. It also writes the ManagedCluster's
-``status.allocatable``/``capacity`` and its ``ManagedClusterConditionAvailable``.
+``status.allocatable``/``capacity``, its ``ManagedClusterConditionAvailable`` and two
+ClusterClaims (``free-gpus.gpuaas.dev``, ``gpu-model.gpuaas.dev``) a ``claimSelector`` can use.
 
 The worker is reached with the kubeconfig in Secret ``placement-score-NAME`` (key ``kubeconfig``,
 Kueue's namespace), written by ``gpuaas cluster join``: reading nodes and ``/metrics`` needs a
@@ -50,6 +51,7 @@ USAGE_SCORE = "resource-usage-score"
 GPUAAS_SCORE = "gpuaas-gpu-score"
 IDLE_PERCENT = 5.0
 SECRET_PREFIX = "placement-score-"
+CLAIMS = ("free-gpus.gpuaas.dev", "gpu-model.gpuaas.dev")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class WorkerGpus:
     idle: int | None  # GPUs under IDLE_PERCENT, None when /metrics was not readable
     cpu: Fraction = Fraction(0)
     memory: Fraction = Fraction(0)
+    model: str = ""  # the GPU model(s) the nodes say (gpuaas's node annotation)
 
 
 def _qty(value: Any) -> Fraction:
@@ -84,9 +87,13 @@ def measure(nodes: list[JsonDoc], pods: list[JsonDoc], metrics: str | None) -> W
     """Free GPUs as the add-on counts them (calculate.go), and idle ones from DCGM's gauge."""
     per_node: dict[str, int] = {}
     cpu = memory = Fraction(0)
+    models: set[str] = set()
     for n in nodes:
         if (n.get("spec") or {}).get("unschedulable"):
             continue
+        model = ((n.get("metadata") or {}).get("annotations") or {}).get("gpuaas.dev/gpu-model")
+        if model:
+            models.add(str(model))
         alloc = (n.get("status") or {}).get("allocatable") or {}
         per_node[str(n["metadata"]["name"])] = int(_qty(alloc.get(GPU, 0)))
         cpu += _qty(alloc.get("cpu", 0))
@@ -106,7 +113,9 @@ def measure(nodes: list[JsonDoc], pods: list[JsonDoc], metrics: str | None) -> W
         for family in text_string_to_metric_families(metrics):
             if family.name == "DCGM_FI_DEV_GPU_UTIL":
                 idle += sum(1 for s in family.samples if s.value < IDLE_PERCENT)
-    return WorkerGpus(allocatable, free, node_free, idle, cpu, memory)
+                models.update(str(s.labels["modelName"]) for s in family.samples
+                              if s.labels.get("modelName"))  # fmt: skip
+    return WorkerGpus(allocatable, free, node_free, idle, cpu, memory, ",".join(sorted(models)))
 
 
 @dataclass
@@ -207,6 +216,11 @@ class ScoreCollector:
                "memory": str(int(r.memory)), GPU: str(r.allocatable)}  # fmt: skip
         status = dict(doc.get("status") or {})
         status["allocatable"], status["capacity"] = res, dict(res)
+        # Claims a Placement's claimSelector can select on (OCM's klusterlet reports ClusterClaims;
+        # here the hub writes what it read): the free GPUs and the GPU model, now.
+        claims = [c for c in status.get("clusterClaims") or [] if c.get("name") not in CLAIMS]
+        status["clusterClaims"] = [*claims, {"name": CLAIMS[0], "value": str(r.free)},
+                                   {"name": CLAIMS[1], "value": r.model}]  # fmt: skip
         status["conditions"] = _available_condition(
             status, True, "Managed cluster is available", now
         )
