@@ -204,10 +204,10 @@ class ScoreCollector:
             {"name": "gpuClusterAvailable", "value": ocm.gpu_available_score(r.free)},
             {"name": "gpuNodeAvailable", "value": ocm.gpu_available_score(r.node_free)},
         ]
-        _put_score(engine, cluster, USAGE_SCORE, usage)
+        put_score(engine, cluster, USAGE_SCORE, usage)
         if r.idle is not None:
             idle = [{"name": "gpuClusterIdle", "value": ocm.gpu_available_score(r.idle)}]
-            _put_score(engine, cluster, GPUAAS_SCORE, idle)
+            put_score(engine, cluster, GPUAAS_SCORE, idle)
         try:
             doc = engine.get(MANAGED_CLUSTER, None, cluster)
         except EngineError:
@@ -247,7 +247,7 @@ def _available_condition(status: JsonDoc, ok: bool, message: str, now: float) ->
                      "lastTransitionTime": since}]  # fmt: skip
 
 
-def _put_score(engine: Engine, cluster: str, name: str, scores: list[JsonDoc]) -> None:
+def put_score(engine: Engine, cluster: str, name: str, scores: list[JsonDoc]) -> None:
     """The AddOnPlacementScore ``name`` in the cluster's namespace, created with it if missing."""
     try:
         old = engine.get(ADDON_PLACEMENT_SCORE, cluster, name)
