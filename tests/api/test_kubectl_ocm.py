@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from kubectl_harness import Kube, start_kube
 
 from gpuaas.api.testing import ServerProcess
@@ -80,3 +81,32 @@ def test_managed_cluster_and_a_bad_placement(kube: Kube, tmp_path: Path) -> None
         "spec.prioritizerPolicy.configurations[0].weight: Invalid value: must be less than or equal to 10"
         in out.stderr
     )
+
+
+def test_score_status_is_written_through_its_subresource(kube: Kube) -> None:
+    """An outside producer (OCM's resource-usage agent, or GPUaaS-RHACM's sample scores) writes an
+    AddOnPlacementScore's status with the admin token; checked as the object is."""
+    base = "/apis/cluster.open-cluster-management.io/v1alpha1/namespaces"
+    sample = MANIFESTS / "scenario3-dynamic-score/gpuaas-rhacm/sample-scores.yaml"
+    first = next(d for d in yaml.safe_load_all(sample.read_text()) if d)
+    with kube.srv.client() as c:
+        assert (
+            c.post("/api/v1/namespaces", json={"metadata": {"name": "spoke-cluster1"}}).status_code
+            == 201
+        )
+        url = f"{base}/spoke-cluster1/addonplacementscores"
+        assert c.post(url, json=first).status_code == 201
+        assert "status" not in c.get(f"{url}/resource-usage-score").json()  # not from a create
+        r = c.put(f"{url}/resource-usage-score/status", json=first)
+        assert r.status_code == 200, r.text
+        assert r.json()["status"]["scores"][0] == {"name": "gpuClusterAvailable", "value": 80}
+        bad = {"status": {"scores": [{"name": "gpuClusterAvailable", "value": 180}]}}
+        r = c.patch(f"{url}/resource-usage-score/status", json=bad,
+                    headers={"content-type": "application/merge-patch+json"})  # fmt: skip
+        assert r.status_code == 422, r.text
+        assert "status.scores[0].value: must be less than or equal to 100" in r.json()["message"]
+        token = c.post("/apis/gpuaas.dev/v1alpha1/tokens",
+                       json={"namespaces": ["spoke-cluster1"]}).json()["token"]  # fmt: skip
+    with kube.srv.client(token) as tenant:
+        r = tenant.put(f"{url}/resource-usage-score/status", json=first)
+        assert r.status_code == 403

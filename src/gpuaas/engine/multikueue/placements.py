@@ -14,6 +14,7 @@ check controller's thread, never under the engine lock, and does no remote I/O.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,8 @@ from gpuaas.core import ocm
 from gpuaas.core.manifest_common import ManifestError
 from gpuaas.core.placement import PlacementResult, Snapshot, schedule
 from gpuaas.core.state import Event
-from gpuaas.engine.errors import EngineError
+from gpuaas.engine import documents
+from gpuaas.engine.errors import EngineError, Invalid
 from gpuaas.engine.multikueue import writes
 from gpuaas.vocab.kinds import (
     ADDON_PLACEMENT_SCORE,
@@ -31,6 +33,7 @@ from gpuaas.vocab.kinds import (
     MANAGED_CLUSTER_SET,
     PLACEMENT,
     PLACEMENT_DECISION,
+    Kind,
 )
 from gpuaas.vocab.render import rfc3339
 
@@ -239,3 +242,23 @@ def explain_checks(engine: Engine, info: JsonDoc, namespace: str, now: float) ->
         out.append({"check": name, **explain(engine, namespace, placement, now),
                     "note": ADDON_NOTE})  # fmt: skip
     return out
+
+
+def update_status(engine: Engine, kind: Kind, namespace: str | None, name: str, body: Any,
+                  *, merge: bool) -> JsonDoc:  # fmt: skip
+    """An OCM object's ``status`` subresource written from outside (an add-on's agent writing its
+    AddOnPlacementScore, a klusterlet's ManagedCluster status): replaced, or merge-patched,
+    checked as the object is, then stored; the spec is left as it is."""
+    old = engine.get(kind, namespace, name)
+    where = f"{kind.kind} {namespace + '/' if namespace else ''}{name}"
+    status = body.get("status") if isinstance(body, dict) else None
+    if not isinstance(status, dict):
+        raise Invalid(f"{where}: status: required, an object")
+    if merge:
+        status = documents.merge_patch(copy.deepcopy(old.get("status") or {}), status)
+    try:
+        ocm.check({**old, "status": status})
+    except ManifestError as exc:
+        raise Invalid(str(exc)) from exc
+    writes.write_status(engine, kind, namespace, name, status)
+    return engine.get(kind, namespace, name)
