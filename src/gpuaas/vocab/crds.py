@@ -115,24 +115,25 @@ _HAND_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
     ),
 }
 
-# Open Cluster Management's CRDs' printer columns (open-cluster-management-io/api).
-_SATISFIED = '.status.conditions[?(@.type=="PlacementSatisfied")]'
+# Open Cluster Management's CRDs' printer columns (open-cluster-management-io/api; its
+# double-quoted filters written single-quoted, as the Table's jsonpath reads them).
+_SATISFIED = ".status.conditions[?(@.type=='PlacementSatisfied')]"
 _HAND_COLUMNS |= {
     "ManagedCluster": (
         PrinterColumn("Hub Accepted", "boolean", ".spec.hubAcceptsClient"),
         PrinterColumn("Managed Cluster URLs", "string", ".spec.managedClusterClientConfigs[*].url"),
         PrinterColumn(
-            "Joined", "string", '.status.conditions[?(@.type=="ManagedClusterJoined")].status'
+            "Joined", "string", ".status.conditions[?(@.type=='ManagedClusterJoined')].status"
         ),
         PrinterColumn(
             "Available",
             "string",
-            '.status.conditions[?(@.type=="ManagedClusterConditionAvailable")].status',
+            ".status.conditions[?(@.type=='ManagedClusterConditionAvailable')].status",
         ),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
     ),
     "ManagedClusterSet": (
-        PrinterColumn("Empty", "string", '.status.conditions[?(@.type=="ClusterSetEmpty")].status'),
+        PrinterColumn("Empty", "string", ".status.conditions[?(@.type=='ClusterSetEmpty')].status"),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
     ),
     "Placement": (

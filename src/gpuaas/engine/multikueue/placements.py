@@ -131,7 +131,7 @@ def _write_decision(engine: Engine, p: ocm.Placement, doc: JsonDoc, result: Plac
                          "labels": {ocm.PLACEMENT_LABEL: p.name,
                                     "cluster.open-cluster-management.io/decision-group-index": "0"},
                          "ownerReferences": [owner]}})  # fmt: skip
-    if ((old.get("status") or {}).get("decisions") or []) == want:
+    if "status" in old and (old["status"] or {}).get("decisions") == want:
         return False
     writes.write_status(engine, PLACEMENT_DECISION, p.namespace, name, {"decisions": want})
     return True
@@ -158,9 +158,25 @@ def _write_placement_status(engine: Engine, p: ocm.Placement, doc: JsonDoc,
     writes.write_status(engine, PLACEMENT, p.namespace, p.name, status)
 
 
+def _write_set_status(engine: Engine, snap: Snapshot, now: float) -> None:
+    """Each ManagedClusterSet's ``ClusterSetEmpty`` condition, as OCM's clusterset controller."""
+    for name, cs in snap.sets.items():
+        try:
+            doc = engine.get(MANAGED_CLUSTER_SET, None, name)
+        except EngineError:
+            continue
+        n = sum(1 for c in snap.clusters if cs.has(c))
+        reason, message = ("ClustersSelected", f"{n} ManagedClusters selected") if n else (
+            "NoClusterMatched", "No ManagedCluster selected")  # fmt: skip
+        gen = int(doc["metadata"].get("generation", 1))
+        cond = _condition(doc.get("status"), "ClusterSetEmpty", not n, reason, message, now, gen)
+        writes.write_status(engine, MANAGED_CLUSTER_SET, None, name, {"conditions": [cond]})
+
+
 def sync(engine: Engine, now: float) -> bool:
     """Schedule every Placement once; True when some PlacementDecision changed."""
     snap, placements = snapshot(engine)
+    _write_set_status(engine, snap, now)
     changed = False
     for p in placements:
         try:
