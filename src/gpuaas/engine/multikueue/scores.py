@@ -51,6 +51,7 @@ USAGE_SCORE = "resource-usage-score"
 GPUAAS_SCORE = "gpuaas-gpu-score"
 IDLE_PERCENT = 5.0
 SECRET_PREFIX = "placement-score-"
+METRICS_EVERY = 5.0  # seconds between reads of a worker's /metrics
 CLAIMS = ("free-gpus.gpuaas.dev", "gpu-model.gpuaas.dev")
 
 
@@ -126,6 +127,7 @@ class ScoreCollector:
     readings: dict[str, WorkerGpus] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     _clients: dict[str, tuple[bytes, RemoteClient]] = field(default_factory=dict)
+    _metrics: dict[str, tuple[float, str | None]] = field(default_factory=dict)  # last /metrics
     _pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=8, thread_name_prefix="ocm-score")
     )
@@ -157,8 +159,10 @@ class ScoreCollector:
         self._clients[cluster] = (raw, client)
         return client
 
-    @staticmethod
-    def _read(client: RemoteClient) -> WorkerGpus:
+    def _read(self, name: str, client: RemoteClient, now: float) -> WorkerGpus:
+        """Nodes and pods every pass; ``/metrics`` (utilization moves with the worker's
+        telemetry interval, and is the heaviest read) at most every ``METRICS_EVERY`` seconds."""
+
         def get(path: str) -> Any:
             r = client.http.get(path)
             if r.status_code >= 300:
@@ -167,11 +171,14 @@ class ScoreCollector:
 
         nodes = get("/api/v1/nodes").json().get("items") or []
         pods = get("/api/v1/pods").json().get("items") or []
-        try:
-            metrics: str | None = get("/metrics").text
-        except RuntimeError:
-            metrics = None
-        return measure(nodes, pods, metrics)
+        metrics = self._metrics.get(name)
+        if metrics is None or now - metrics[0] >= METRICS_EVERY:
+            try:
+                metrics = (now, get("/metrics").text)
+            except RuntimeError:
+                metrics = (now, None)
+            self._metrics[name] = metrics
+        return measure(nodes, pods, metrics[1])
 
     def collect(self, engine: Engine, now: float) -> bool:
         """Read every ManagedCluster's worker in parallel, then write what changed."""
@@ -184,7 +191,7 @@ class ScoreCollector:
                 clients[name] = self._client(engine, name)
             except KubeConfigError as exc:
                 self.errors[name] = str(exc)
-        futures = {n: self._pool.submit(self._read, c) for n, c in clients.items()}
+        futures = {n: self._pool.submit(self._read, n, c, now) for n, c in clients.items()}
         changed = False
         for name, fut in futures.items():
             try:
