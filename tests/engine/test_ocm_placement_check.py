@@ -5,17 +5,19 @@ finalizer's cleanup, and what explain says. Scores are written as the collector 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpuaas.cli.cluster import kubeconfig_for
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.multikueue import placements
 from gpuaas.engine.multikueue.placement_check import FINALIZER, PlacementCheckController
-from gpuaas.engine.multikueue.scores import put_score
+from gpuaas.engine.multikueue.scores import ScoreCollector, put_score
 from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CONFIG
 
@@ -184,3 +186,34 @@ def test_status_written_once_when_nothing_changes(engine: Engine) -> None:
         engine.get(BY_KIND["Placement"], "kueue-system", "gpus")["metadata"]["resourceVersion"]
         == rv
     )
+
+
+def test_a_worker_that_does_not_answer_is_tainted_and_left_out(engine: Engine) -> None:
+    """The collector taints a ManagedCluster whose worker does not answer (OCM's unreachable
+    taint): a Placement without tolerations leaves it out, the seed's (Exists) keeps it."""
+    ctl = _setup(engine)
+    dead = kubeconfig_for("c2", "http://127.0.0.1:9", "t", None)  # port 9: nothing listens
+    engine.create(BY_KIND["Secret"], "kueue-system", {"metadata": {"name": "placement-score-c2"},
+                  "data": {"kubeconfig": base64.b64encode(dead.encode()).decode()}})  # fmt: skip
+    collector = ctl.collector = ScoreCollector("kueue-system")
+    try:
+        _reachability(engine, ctl)
+    finally:
+        collector.close()
+
+
+def _reachability(engine: Engine, ctl: PlacementCheckController) -> None:
+    _placement(engine, T4)
+    ctl.sync_once()
+    mc = engine.get(BY_KIND["ManagedCluster"], None, "c2")
+    assert [t["key"] for t in mc["spec"]["taints"]] == [f"{G}/unreachable"]
+    cond = next(
+        c for c in mc["status"]["conditions"] if c["type"] == "ManagedClusterConditionAvailable"
+    )
+    assert cond["status"] == "Unknown"
+    ctl.sync_once()
+    assert _config(engine) == ["c3"]
+    tolerate = {**T4, "tolerations": [{"key": f"{G}/unreachable", "operator": "Exists"}]}
+    _placement(engine, tolerate, replace=True)
+    ctl.sync_once()
+    assert _config(engine) == ["c2", "c3"]

@@ -12,7 +12,9 @@ AddOnPlacementScore ``gpuaas-gpu-score`` with ``gpuClusterIdle``: the worker's G
 same way: where a job would find a GPU soon if idle holders are evicted. Each score lives in the
 namespace named after the ManagedCluster, as OCM keeps it. It also writes the ManagedCluster's
 ``status.allocatable``/``capacity``, its ``ManagedClusterConditionAvailable`` and two
-ClusterClaims (``free-gpus.gpuaas.dev``, ``gpu-model.gpuaas.dev``) a ``claimSelector`` can use.
+ClusterClaims (``free-gpus.gpuaas.dev``, ``gpu-model.gpuaas.dev``) a ``claimSelector`` can use;
+a worker that does not answer gets OCM's ``cluster.open-cluster-management.io/unreachable``
+``NoSelect`` taint until it answers again.
 
 The worker is reached with the kubeconfig in Secret ``placement-score-NAME`` (key ``kubeconfig``,
 Kueue's namespace), written by ``gpuaas cluster join``: reading nodes and ``/metrics`` needs a
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,6 +54,7 @@ USAGE_SCORE = "resource-usage-score"
 GPUAAS_SCORE = "gpuaas-gpu-score"
 IDLE_PERCENT = 5.0
 SECRET_PREFIX = "placement-score-"
+UNREACHABLE = "cluster.open-cluster-management.io/unreachable"
 METRICS_EVERY = 5.0  # seconds between reads of a worker's /metrics
 CLAIMS = ("free-gpus.gpuaas.dev", "gpu-model.gpuaas.dev")
 
@@ -199,8 +203,10 @@ class ScoreCollector:
             except Exception as exc:  # any failure to read is reported, never raised
                 self.errors[name] = str(exc) or type(exc).__name__
                 self._available(engine, name, False, str(exc), now)
+                _taint(engine, name, UNREACHABLE, True, now)
                 continue
             self.errors.pop(name, None)
+            _taint(engine, name, UNREACHABLE, False, now)
             changed |= self.readings.get(name) != reading
             self.readings[name] = reading
             self._write(engine, name, reading, now)
@@ -241,6 +247,31 @@ class ScoreCollector:
         status = dict(doc.get("status") or {})
         status["conditions"] = _available_condition(status, ok, message, now)
         writes.write_status(engine, MANAGED_CLUSTER, None, cluster, status)
+
+
+def _taint(engine: Engine, cluster: str, key: str, on: bool, now: float) -> None:
+    """OCM's taint controller: a cluster that stops answering gets ``key:NoSelect`` (with
+    ``timeAdded``, for ``tolerationSeconds``) until it answers again."""
+    try:
+        doc = engine.get(MANAGED_CLUSTER, None, cluster)
+    except EngineError:
+        return
+    taints = list((doc.get("spec") or {}).get("taints") or [])
+    has = any(t.get("key") == key for t in taints)
+    if has == on:
+        return
+
+    def compute(old: JsonDoc | None) -> JsonDoc:
+        assert old is not None
+        spec = old.setdefault("spec", {})
+        kept = [t for t in spec.get("taints") or [] if t.get("key") != key]
+        if on:
+            kept.append({"key": key, "effect": "NoSelect", "timeAdded": rfc3339(now)})
+        spec["taints"] = kept
+        return old
+
+    with contextlib.suppress(EngineError):
+        engine.write(MANAGED_CLUSTER, None, cluster, compute)
 
 
 def _available_condition(status: JsonDoc, ok: bool, message: str, now: float) -> list[JsonDoc]:
