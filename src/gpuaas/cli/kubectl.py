@@ -139,8 +139,9 @@ def apply(filename: Files, namespace: Namespace = None) -> None:
         ref = f"{kind.kind.lower()}.{kind.group or 'core'}/{name}"
         try:
             try:
-                client.create(kind, ns, doc)
-                typer.echo(f"{ref} created")
+                made = client.create(kind, ns, doc)  # generateName: the server names it
+                made_name = (made.get("metadata") or {}).get("name") or name
+                typer.echo(f"{kind.kind.lower()}.{kind.group or 'core'}/{made_name} created")
             except ClientError as exc:
                 if exc.status != 409 or not name:
                     raise
