@@ -14,8 +14,9 @@ quota, is dispatched by MultiKueue, runs and finishes on a worker, and stays not
 (its placement check Pending), as Kueue does with the add-on.
 
 Its thread also runs the placement scheduler (``placements.sync``) and, when given, the score
-collector (``scores.ScoreCollector``) before each pass, so a change of labels, scores or workers
-reaches the MultiKueueConfig within one pass (``interval`` seconds, or at once when woken).
+collector (``scores.ScoreCollector``: every pass while a Placement exists, else every 10 s), so
+a change of labels, scores or workers reaches the MultiKueueConfig within one pass (``interval``
+seconds, or at once when woken).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.multikueue import placements, writes
 from gpuaas.engine.views import WorkloadView
-from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CONFIG
+from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CONFIG, PLACEMENT
 from gpuaas.vocab.multikueue import DEFAULT_NAMESPACE
 from gpuaas.vocab.render import rfc3339
 
@@ -41,6 +42,7 @@ JsonDoc = dict[str, Any]
 AC_KIND = BY_KIND["AdmissionCheck"]
 CONTROLLER_NAME = "open-cluster-management.io/placement"
 FINALIZER = "kueue-addon.open-cluster-management.io/admissioncheck-cleanup"
+IDLE_COLLECT = 10.0  # seconds between score readings while no Placement exists
 
 
 class Collector(Protocol):
@@ -70,6 +72,7 @@ class PlacementCheckController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._collected = float("-inf")  # when the collector last ran
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -108,7 +111,11 @@ class PlacementCheckController:
         engine = self.engine
         assert engine is not None
         now = self.clock()
-        if self.collector is not None:
+        # Scores are read on every pass while a Placement may use them, else every IDLE_COLLECT
+        # seconds (the dashboard's view): a hub without Placements does not poll its workers.
+        busy = bool(engine.list_objects(PLACEMENT)[0])
+        if self.collector is not None and (busy or now - self._collected >= IDLE_COLLECT):
+            self._collected = now
             self.collector.collect(engine, now)
         placements.sync(engine, now)
         for ac in engine.list_objects(AC_KIND)[0]:
