@@ -85,11 +85,11 @@ export function clusterPages(ctx) {
         <td class="small muted">${h(sat.message || "")}</td></tr>`;
     });
     return `<div class="page-head"><h1>Clusters</h1><p class="muted small">Worker clusters of this MultiKueue hub, their live GPUs and OCM placement scores, and what runs where.</p></div>
-      <div class="card"><table class="grid" id="clusters-table"><thead><tr><th>Cluster</th><th>Active</th><th>Labels</th><th>GPU model</th><th>GPUs</th><th>Free</th><th>gpuClusterAvailable</th><th>gpuClusterIdle</th><th>MultiKueueConfigs</th><th>Hub workloads there</th></tr></thead>
-      <tbody>${rows.join("") || `<tr><td colspan="10" class="muted">No worker clusters: gpuaas cluster join adds one.</td></tr>`}</tbody></table></div>
+      <div class="card"><div class="table-wrap"><table id="clusters-table"><thead><tr><th>Cluster</th><th>Active</th><th>Labels</th><th>GPU model</th><th>GPUs</th><th>Free</th><th>gpuClusterAvailable</th><th>gpuClusterIdle</th><th>MultiKueueConfigs</th><th>Hub workloads there</th></tr></thead>
+      <tbody>${rows.join("") || `<tr><td colspan="10" class="muted">No worker clusters: gpuaas cluster join adds one.</td></tr>`}</tbody></table></div></div>
       <h2>Placements</h2>
-      <div class="card"><table class="grid" id="placements-table"><thead><tr><th>Placement</th><th>Status</th><th>Selected</th><th>MultiKueueConfig</th><th>Why</th></tr></thead>
-      <tbody>${prow.join("") || `<tr><td colspan="5" class="muted">No Placements.</td></tr>`}</tbody></table></div>`;
+      <div class="card"><div class="table-wrap"><table id="placements-table"><thead><tr><th>Placement</th><th>Status</th><th>Selected</th><th>MultiKueueConfig</th><th>Why</th></tr></thead>
+      <tbody>${prow.join("") || `<tr><td colspan="5" class="muted">No Placements.</td></tr>`}</tbody></table></div></div>`;
   }
   return { pages: { clusters: renderClusters } };
 }
