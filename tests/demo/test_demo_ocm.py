@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_demo_002_headless() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "gpuaas", "demo", "002", "--headless", "--speed", "8"],
@@ -28,3 +28,20 @@ def test_demo_002_headless() -> None:
     assert "not cluster1: matches none of the Placement's predicates" in out
     assert "not cluster3: score" in out
     assert out.rstrip().endswith("every process they started are gone")
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "addon-hub.yaml",
+        "multikueue-setup-demo2.yaml",
+        "placement-demo2-1.yaml",
+        "placement-demo2-2.yaml",
+    ],
+)
+def test_packaged_manifests_are_the_examples(name: str) -> None:
+    packaged = REPO / "src" / "gpuaas" / "demos" / "002" / name
+    assert packaged.read_text() == (REPO / "examples" / "002-multi-cluster" / name).read_text()
