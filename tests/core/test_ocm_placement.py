@@ -275,3 +275,37 @@ def test_rfc3339_seconds_agrees_with_datetime(when: Any, offset_minutes: int) ->
     tz = dt.timezone(dt.timedelta(minutes=offset_minutes))
     stamp = when.replace(microsecond=0, tzinfo=tz)
     assert ocm.rfc3339_seconds(stamp.isoformat()) == stamp.timestamp()
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["t4", "l4", ""]), st.integers(-100, 100)), min_size=1,
+             max_size=8),
+    st.one_of(st.none(), st.integers(0, 8)),
+    st.sampled_from(["Additive", "Exact"]),
+)  # fmt: skip
+def test_decisions_are_feasible_and_stable(
+    clusters: list[tuple[str, int]], n: int | None, mode: str
+) -> None:
+    """Every chosen cluster matches the predicate; scheduling again with the decision fed back
+    (as the hub does between passes) chooses the same clusters: Steady only reinforces them."""
+    names = [f"c{i}" for i in range(len(clusters))]
+    mcs = [
+        cluster(x, accelerator=a) if a else cluster(x)
+        for x, (a, _) in zip(names, clusters, strict=True)
+    ]
+    scores = {
+        (x, "resource-usage-score"): score(x, v) for x, (_, v) in zip(names, clusters, strict=True)
+    }
+    spec: dict[str, Any] = {"predicates": [{"requiredClusterSelector": {"labelSelector": {
+        "matchExpressions": [{"key": "accelerator", "operator": "Exists"}]}}}],
+        "prioritizerPolicy": {"mode": mode, "configurations": SCORE3["prioritizerPolicy"]["configurations"]}}  # fmt: skip
+    if n is not None:
+        spec["numberOfClusters"] = n
+    p = placement(spec)
+    sets, bindings = {"global": GLOBAL}, [ocm.SetBinding("kueue-system", "global")]
+    first = schedule(p, Snapshot(mcs, sets, bindings, scores), NOW)
+    labelled = {x for x, (a, _) in zip(names, clusters, strict=True) if a}
+    assert set(first.decisions) <= labelled
+    again = schedule(p, Snapshot(mcs, sets, bindings, scores,
+                                 {("kueue-system", "p"): first.decisions}), NOW)  # fmt: skip
+    assert set(again.decisions) == set(first.decisions)
