@@ -39,6 +39,9 @@ from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.idle_actions import IDLE_ACTIONS
 from gpuaas.engine.multikueue.controller import MultiKueueController, MultiKueueOptions
+from gpuaas.engine.multikueue.placement_check import CONTROLLER_NAME as OCM_PLACEMENT
+from gpuaas.engine.multikueue.placement_check import PlacementCheckController
+from gpuaas.engine.multikueue.scores import ScoreCollector
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.telemetry_bridge import install as install_telemetry
@@ -113,6 +116,7 @@ class Server:
     admin_token_path: Path
     lock: DataDirLock | None = None
     multikueue: MultiKueueController | None = None  # its thread starts with the ticking
+    placement: PlacementCheckController | None = None  # OCM's placement add-on, the same
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _ticker: threading.Thread | None = field(default=None, init=False)
 
@@ -122,12 +126,16 @@ class Server:
         self._ticker.start()
         if self.multikueue is not None:
             self.multikueue.start(self.engine)
+        if self.placement is not None:
+            self.placement.start(self.engine)
 
     def close(self) -> None:
         """Stop ticking, stop every pod (graceful server stop), then telemetry, engine, store."""
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
+        if self.placement is not None:
+            self.placement.close()
         if self.multikueue is not None:
             self.multikueue.close()
         if self.bridge is not None:
@@ -262,9 +270,23 @@ def _build(options: ServerOptions, say: Callable[[str], None], lock: DataDirLock
             origin=options.multikueue_origin,
         )
     )
-    engine.add_observer(CheckDispatcher({MULTIKUEUE: multikueue}))
+    # 6. OCM's placement add-on: Placements, live GPU scores, the MultiKueueConfigs they make.
+    ns = options.multikueue_namespace
+    placement = PlacementCheckController(ns, collector=ScoreCollector(ns))
+    engine.add_observer(CheckDispatcher({MULTIKUEUE: multikueue, OCM_PLACEMENT: placement}))
     return Server(
-        options, node, store, engine, tokens, bridge, telemetry, app, token_path, lock, multikueue
+        options,
+        node,
+        store,
+        engine,
+        tokens,
+        bridge,
+        telemetry,
+        app,
+        token_path,
+        lock,
+        multikueue,
+        placement,
     )
 
 

@@ -20,7 +20,7 @@ from gpuaas.api import kube_protobuf
 from gpuaas.api.auth import AuthError, Principal, authenticate, authorize
 from gpuaas.api.body import BodyError, parse_body, read_body
 from gpuaas.vocab.crds import VERBS, resource
-from gpuaas.vocab.kinds import KINDS, NAMESPACE, NODE, POD, RUNTIME_KINDS, Kind
+from gpuaas.vocab.kinds import KINDS, NAMESPACE, NODE, OCM_KINDS, POD, RUNTIME_KINDS, Kind
 
 JsonDoc = dict[str, Any]
 AUTHZ = "/apis/authorization.k8s.io/v1"
@@ -30,7 +30,7 @@ READS = ("get", "list", "watch")
 # Paths outside the kinds that any token may read (discovery, OpenAPI, version, health).
 _PUBLIC_PATHS = ("/api", "/api/*", "/apis", "/apis/*", "/openapi/*", "/version", "/healthz")
 # Subresources written only with the admin token (their controllers' writes).
-_ADMIN_STATUS = {"Workload", "AdmissionCheck"}
+_ADMIN_STATUS = {"Workload", "AdmissionCheck", *(k.kind for k in OCM_KINDS)}
 _REVIEWS = {
     ("authorization.k8s.io", "selfsubjectaccessreviews"),
     ("authorization.k8s.io", "selfsubjectrulesreviews"),

@@ -20,11 +20,12 @@ from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.status import KubeError, already_exists, conflict, invalid, not_found
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
+from gpuaas.engine.multikueue import placements
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
 from gpuaas.vocab import render
 from gpuaas.vocab.crds import resource
-from gpuaas.vocab.kinds import KINDS, NAMESPACE, WORKLOAD, Kind
+from gpuaas.vocab.kinds import KINDS, NAMESPACE, OCM_KINDS, WORKLOAD, Kind
 
 JsonDoc = dict[str, Any]
 
@@ -350,6 +351,9 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             async def _get_status(request: Request, namespace: str, name: str) -> Response:
                 return await get_status(request, namespace, name)
 
+        if kind in OCM_KINDS:
+            _ocm_status(router, item, tag, op, kind, who)
+
         if kind is WORKLOAD:
 
             @router.put(f"{item}/status", tags=[tag], operation_id=f"replace_status_{op}")
@@ -397,6 +401,9 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
         async def _get_status_c(request: Request, name: str) -> Response:
             return await get_status(request, None, name)
 
+    if kind in OCM_KINDS:
+        _ocm_status(router, item, tag, op, kind, who)
+
     if kind.kind == "AdmissionCheck":
 
         @router.put(f"{item}/status", tags=[tag], operation_id=f"replace_status_{op}")
@@ -408,6 +415,22 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
             body = await _read(request)
             out = await run_in_threadpool(engine.update_admission_check_status, name, body)
             return JSONResponse(shape(out))
+
+
+def _ocm_status(router: APIRouter, item: str, tag: str, op: str, kind: Kind, who: Any) -> None:
+    """PUT/PATCH ``.../status`` of an OCM kind, admin only, as an add-on's agent writes it."""
+
+    @router.put(f"{item}/status", tags=[tag], operation_id=f"replace_status_{op}")
+    @router.patch(f"{item}/status", tags=[tag], operation_id=f"patch_status_{op}")
+    async def _status(request: Request, name: str, namespace: str | None = None) -> Response:
+        engine, p = await who(request)
+        require_admin(p, f"update {kind.plural}/status")
+        body = await _read(request)
+        merge = request.method == "PATCH"
+        out = await run_in_threadpool(
+            lambda: placements.update_status(engine, kind, namespace, name, body, merge=merge)
+        )
+        return JSONResponse(out)
 
 
 def install(app: FastAPI) -> None:

@@ -4,8 +4,10 @@
 a token on the worker scoped to the namespaces that have LocalQueues there (MultiKueue needs the
 worker to mirror the hub's namespaces and LocalQueues), writes a kubeconfig for it, and on the hub
 creates the Secret ``multikueue-NAME`` (key ``kubeconfig``, in Kueue's namespace) and the
-``MultiKueueCluster NAME`` with the given labels, as the OCM add-on's secret-copy controller does;
-``--config`` also adds NAME to that MultiKueueConfig. ``list`` reads the hub's MultiKueueClusters
+``MultiKueueCluster NAME`` with the given labels, as the OCM add-on's secret-copy controller does,
+and the OCM ``ManagedCluster NAME`` with the same labels (what Placements select on); with
+``--scores`` (the default) also Secret ``placement-score-NAME``, with which the hub reads the
+worker's GPUs for its placement scores; ``--config`` also adds NAME to that MultiKueueConfig. ``list`` reads the hub's MultiKueueClusters
 and says for each whether it is Active, or why not. Only API calls; no engine.
 """
 
@@ -23,6 +25,7 @@ from gpuaas.cli.client import Client, ClientError, Config, load_config, object_p
 from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, SECRET
 from gpuaas.vocab.multikueue import DEFAULT_NAMESPACE, SECRET_KEY
 
+SCORE_SECRET = "placement-score-"  # engine.multikueue.scores reads Secret placement-score-NAME
 app = typer.Typer(help="Worker clusters of a MultiKueue hub (cluster join, cluster list).")
 JsonDoc = dict[str, Any]
 
@@ -45,6 +48,16 @@ def kubeconfig_for(name: str, server: str, token: str, ca_pem: bytes | None) -> 
         },
         sort_keys=False,
     )
+
+
+def managed_cluster(name: str, server: str, labels: dict[str, str]) -> JsonDoc:
+    """The OCM ManagedCluster of a joined worker: its labels are what Placements select on."""
+    return {
+        "apiVersion": "cluster.open-cluster-management.io/v1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"hubAcceptsClient": True, "managedClusterClientConfigs": [{"url": server}]},
+    }
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -102,6 +115,15 @@ def join(
         str | None,
         typer.Option("--config", help="Also add this worker to that MultiKueueConfig."),
     ] = None,
+    scores: Annotated[
+        bool,
+        typer.Option(
+            "--scores/--no-scores",
+            help="Let the hub read this worker's nodes, pods and /metrics for its OCM "
+            "placement scores, with the token this command runs with (it must be the worker's "
+            "admin token).",
+        ),
+    ] = True,
 ) -> None:
     """Join the worker that GPUAAS_SERVER points at to the hub at --hub."""
     labels = _labels(label or [])
@@ -151,6 +173,18 @@ def join(
             }
             said = _upsert(hub_client, MULTIKUEUE_CLUSTER.kind, None, cluster)
             typer.echo(f"multikueuecluster.kueue.x-k8s.io/{name} {said} (hub)")
+            said = _upsert(hub_client, "ManagedCluster", None, managed_cluster(
+                name, worker_cfg.server.rstrip("/"), labels))  # fmt: skip
+            typer.echo(f"managedcluster.cluster.open-cluster-management.io/{name} {said} (hub)")
+            if scores:
+                reader = kubeconfig_for(name, worker_cfg.server.rstrip("/"), worker_cfg.token,
+                                        ca_pem)  # fmt: skip
+                score_secret = {**secret, "metadata": {"name": f"{SCORE_SECRET}{name}",
+                                                       "namespace": hub_namespace},
+                                "data": {SECRET_KEY: base64.b64encode(reader.encode()).decode()}}  # fmt: skip
+                said = _upsert(hub_client, SECRET.kind, hub_namespace, score_secret)
+                typer.echo(f"secret/{SCORE_SECRET}{name} {said} in namespace {hub_namespace} "
+                           "(hub: reads this worker's GPUs for placement scores)")  # fmt: skip
             if config is not None:
                 _add_to_config(hub_client, config, name)
                 typer.echo(f"multikueueconfig.kueue.x-k8s.io/{config} lists {name} (hub)")

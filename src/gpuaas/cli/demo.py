@@ -301,7 +301,25 @@ def demo(
     with tempfile.TemporaryDirectory(prefix="gpuaas-demo-") as tmp:
         target = (data_dir or Path(tmp)).expanduser()
         target.mkdir(parents=True, exist_ok=True)
+        if demo_id == "002":  # four servers: its own runner (cli.demo_ocm)
+            _run_ocm(target, out, speed=speed)
+            return
         _run(target, out, headless=headless, speed=speed, record=record, demo_id=demo_id)
+
+
+def _run_ocm(data_dir: Path, out: Console, *, speed: float) -> None:
+    from gpuaas.cli.demo_ocm import run_ocm_demo  # it imports this module's Server
+
+    try:
+        run_ocm_demo(data_dir, out, speed=speed)
+    except (DemoError, ClientError) as exc:
+        typer.echo(f"gpuaas demo: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt:
+        typer.echo("gpuaas demo: interrupted; stopping the servers and their processes", err=True)
+        raise typer.Exit(130) from None
+    out.print("demo finished: the four servers and every process they started are gone",
+              markup=False)  # fmt: skip
 
 
 def _script(demo_id: str) -> type[Demo]:

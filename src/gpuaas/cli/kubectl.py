@@ -139,8 +139,9 @@ def apply(filename: Files, namespace: Namespace = None) -> None:
         ref = f"{kind.kind.lower()}.{kind.group or 'core'}/{name}"
         try:
             try:
-                client.create(kind, ns, doc)
-                typer.echo(f"{ref} created")
+                made = client.create(kind, ns, doc)  # generateName: the server names it
+                made_name = (made.get("metadata") or {}).get("name") or name
+                typer.echo(f"{kind.kind.lower()}.{kind.group or 'core'}/{made_name} created")
             except ClientError as exc:
                 if exc.status != 409 or not name:
                     raise
@@ -248,6 +249,16 @@ def explain(
             for c in info["admissionChecks"]
         ]
         lines.append(f"Checks:         {', '.join(checks)}")
+    for p in info.get("placements") or []:
+        lines.append(f"Placement:      {p['placement']} (check {p['check']}): " + (
+            f"{p['reason']}: {p['message']}; chosen: {', '.join(p['decisions']) or '<none>'}"
+            if p.get("found") else "not found"))  # fmt: skip
+        for cluster, why in (p.get("excluded") or {}).items():
+            lines.append(f"  not {cluster}: {why}")
+        if p.get("scores"):
+            scores = ", ".join(f"{c}={v}" for c, v in p["scores"].items())
+            lines.append(f"  scores: {scores}")
+        lines.append(f"  {p['note']}")
     if info.get("clusterName"):
         lines.append(f"Runs on:        worker cluster {info['clusterName']} (MultiKueue)")
     elif info.get("nominatedClusterNames"):

@@ -47,6 +47,11 @@ CATALOGUE: tuple[DemoInfo, ...] = (
         how="on simulated time: gpuaas scenario run examples/001-gpu-pool/",
     ),
     DemoInfo(
+        "002",
+        "Multi-cluster: a hub and three workers, OCM placement by label and by live free GPUs",
+        True,
+    ),
+    DemoInfo(
         "003",
         "RayClusters: team A's prod RayCluster suspends team B's dev RayCluster",
         False,

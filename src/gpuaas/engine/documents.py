@@ -12,6 +12,7 @@ import json
 import math
 from typing import Any, cast
 
+from gpuaas.core import ocm
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import KueueObject
 from gpuaas.engine.errors import Invalid
@@ -79,6 +80,12 @@ def parse(doc: JsonDoc) -> KueueObject | None:
             return None
     except ValueError as exc:
         raise Invalid(str(exc)) from exc
+    if kind in ocm.KINDS:
+        try:
+            ocm.check(doc)  # stored only: read by the placement controller
+        except ManifestError as exc:
+            raise Invalid(str(exc)) from exc
+        return None
     if kind in (SECRET.kind, CONFIG_MAP.kind):
         return None  # checked and normalized by ``checked``
     try:

@@ -18,7 +18,7 @@ import contextlib
 import copy
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpuaas.core.backoff import BackoffStep
 from gpuaas.core.cluster import Cluster
@@ -28,11 +28,15 @@ from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, queries, views
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.explain import explain_workload
+from gpuaas.engine.multikueue import placements
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.views import ClusterView, WorkloadView
 from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store
 from gpuaas.vocab import notebook_status, ray_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
+
+if TYPE_CHECKING:
+    from gpuaas.engine.engine import Engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,9 @@ class StoredView:
 class ReadModel:
     """Reads (stored documents as shown, and views) and observer actions; see the module
     docstring."""
+
+    # Kueue's namespace where OCM's placement add-on reads Placements; set by its controller.
+    placement_namespace: str | None = None
 
     _cluster: Cluster
     objects: dict[ObjectKey, ObjectRecord]
@@ -168,7 +175,13 @@ class ReadModel:
             key = f"{namespace}/{name}"
             if key not in self._cluster.workloads:
                 raise NotFound(f"Workload {key} not found")
-            return explain_workload(self._cluster, key, self._core_cq)
+            out = explain_workload(self._cluster, key, self._core_cq)
+        if self.placement_namespace is not None:  # OCM's placement checks: where, and why
+            engine = cast("Engine", self)
+            out["placements"] = placements.explain_checks(
+                engine, out, self.placement_namespace, engine.clock()
+            )
+        return out
 
     # -- reads ----------------------------------------------------------------------------------
     @property

@@ -31,6 +31,10 @@ from gpuaas.runtimes.base import (
 from gpuaas.runtimes.workbench import Workbench, jupyter_command
 
 GPU = "nvidia.com/gpu"
+# Images whose entrypoint is known, so their containers run on the host with args alone: Kueue's
+# samples (and seed 002's Jobs) use the Kubernetes perf-tests sleep image, args ["30s"]; its
+# entrypoint sleeps for a Go duration, which GNU sleep reads for the seconds the samples give.
+KNOWN_ENTRYPOINTS: dict[str, tuple[str, ...]] = {"gcr.io/k8s-staging-perf-tests/sleep": ("sleep",)}
 RayCommand = Callable[[str, PodSet, float], tuple[str, ...]]  # (pod name, podSet, grace) -> argv
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -204,6 +208,9 @@ def _pod(
             command = jupyter_command(*workbench)
         except RuntimeRequestError as exc:
             raise PodSpecError(f"{field}: {exc}") from None
+    image = str(container.get("image") or "")
+    if not command and image.rpartition(":")[0] in KNOWN_ENTRYPOINTS:
+        command = KNOWN_ENTRYPOINTS[image.rpartition(":")[0]]
     if not command and not args:
         raise PodSpecError(
             f"{field}: no command or args; on the host the image's entrypoint is unknown, "

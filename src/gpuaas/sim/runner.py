@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuaas.core import ocm
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.manifests import ManifestError, core_kind, parse_object_with_ref
 from gpuaas.core.objects import AdmissionCheck, KueueObject
 from gpuaas.core.quantity import format_quantity, parse_quantity
 from gpuaas.core.state import Phase
+from gpuaas.sim import placements
 from gpuaas.sim.admission import Admission
 from gpuaas.sim.files import FileFormatError, expand_paths
+from gpuaas.sim.placements import PlacementBook
 from gpuaas.sim.scenario import Expectation, Scenario, ScenarioError, Step, Time, load_scenarios
 
 NAMESPACED_KINDS = frozenset({"Workload", "LocalQueue"})
@@ -106,6 +109,13 @@ def _admitted(
     return obj, ref, stops
 
 
+def _check_ocm(doc: dict[str, Any], file: str, where: str) -> None:
+    try:
+        placements.check(doc)
+    except ManifestError as exc:
+        raise ScenarioError(file, where, str(exc)) from None
+
+
 def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]:
     """Parse all objects; reject a finish or delete of something never applied before it."""
     file, label = scenario.file, f"scenario {scenario.name!r}"
@@ -113,6 +123,9 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
     objects: list[KueueObject] = []
     hooks = Admission()
     for j, doc in enumerate(scenario.objects):
+        if placements.is_ocm(doc):  # OCM objects: sim.placements, never the core
+            _check_ocm(doc, file, f"{label}: spec.objects[{j}]")
+            continue
         obj, ref, stops = _admitted(hooks, doc, file, f"{label}: spec.objects[{j}]")
         if obj is not None and ref is not None and not stops:
             objects.append(obj)
@@ -123,6 +136,9 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
         apply: list[KueueObject] = []
         deletes: list[Ref] = []
         for j, doc in enumerate(step.apply):
+            if placements.is_ocm(doc):
+                _check_ocm(doc, file, f"{where}: apply[{j}]")
+                continue
             obj, ref, stops = _admitted(hooks, doc, file, f"{where}: apply[{j}]")
             if obj is None or ref is None:
                 continue
@@ -133,6 +149,8 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
             apply.append(obj)
             applied.add(ref)
         for j, d in enumerate(step.delete):
+            if d.kind in ocm.KINDS:
+                continue  # forgotten by sim.placements when the step runs
             try:
                 ref = _ref_of(d.kind, d.namespace, d.name)
             except ManifestError as exc:
@@ -193,6 +211,7 @@ class _Simulation:
         self._seq = 0
         self.warnings: list[str] = []
         self._seen_warnings: set[str] = set()
+        self.placements = PlacementBook()  # OCM objects: their decisions, for expect.placements
 
     def apply(self, obj: KueueObject, now: float) -> None:
         self.cluster.apply(obj, now)
@@ -266,6 +285,7 @@ def run_scenario(
         outcome.error = str(exc)
         return outcome
     sim = _Simulation(scenario)
+    sim.placements.apply(scenario.objects)
     cluster = sim.cluster
     label = f"scenario {scenario.name!r}"
     try:
@@ -280,7 +300,7 @@ def run_scenario(
             if on_step is not None:
                 on_step(ps.step, cluster)
             if ps.step.expect is not None:
-                outcome.checks.append(_check(cluster, ps, ps.step.expect))
+                outcome.checks.append(_check(cluster, ps, ps.step.expect, sim.placements))
     except _StepError as exc:
         outcome.error = f"{scenario.file}: {exc}"
     outcome.warnings = sim.warnings
@@ -300,6 +320,9 @@ def _run_step(sim: _Simulation, ps: _PreparedStep, label: str) -> None:
             sim.apply(obj, at)
         except ApplyError as exc:
             raise _StepError(f"{where}: apply[{j}]: {exc}") from None
+    sim.placements.apply(ps.step.apply)
+    for d in ps.step.delete:
+        sim.placements.delete(d.kind, d.namespace, d.name)
     for kind, namespace, name in ps.delete:
         cluster.delete(kind, namespace, name, at)
     for key in ps.step.finish:
@@ -361,10 +384,15 @@ def _set_mismatch(
     return f"at {at}: {what}: expected {exp}, observed {obs} ({'; '.join(details)})"
 
 
-def _check(cluster: Cluster, ps: _PreparedStep, expect: Expectation) -> CheckResult:
+def _check(
+    cluster: Cluster, ps: _PreparedStep, expect: Expectation, book: PlacementBook
+) -> CheckResult:
     at = ps.step.at
     observed = observe(cluster)
     out: list[str] = []
+    if expect.placements is not None:
+        observed["placements"], wrong = book.mismatches(float(at), expect.placements)
+        out.extend(wrong)
     if expect.admitted is not None:
         m = _set_mismatch(at, "admitted", expect.admitted, observed["admitted"])
         if m:

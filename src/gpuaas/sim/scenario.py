@@ -31,7 +31,9 @@ _STEP_FIELDS = {
     "podsNotReady",
     "expect",
 }
-_EXPECT_FIELDS = {"admitted", "pending", "preempted", "awaitingChecks", "clusterQueues"}
+_EXPECT_FIELDS = {
+    "admitted", "pending", "preempted", "awaitingChecks", "clusterQueues", "placements"
+}  # fmt: skip
 _CHECK_FIELDS = {"workload", "check", "state", "message", "requeueAfterSeconds"}
 CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
 _ADMITTED_FIELDS = {"clusterQueue", "flavors", "count"}
@@ -93,6 +95,7 @@ class Expectation:
     preempted: list[str] | None = None
     awaiting_checks: list[str] | None = None
     cluster_queues: dict[str, ExpectedClusterQueue] = field(default_factory=dict)
+    placements: dict[str, list[str]] | None = None  # OCM Placement ns/name -> its clusters
 
 
 @dataclass(slots=True)
@@ -302,6 +305,15 @@ def _parse_expect(raw: object, file: str, where: str) -> Expectation:
                 _workload_key(k, file, where, f"expect.{name}[{j}]") for j, k in enumerate(keys)
             ]
             setattr(out, attr, parsed)
+    if "placements" in exp:
+        out.placements = {}
+        for key, clusters in _mapping(exp["placements"] or {}, file, where,
+                                      "expect.placements").items():  # fmt: skip
+            fld = f"expect.placements.{key}"
+            _workload_key(key, file, where, fld)  # namespace/name
+            if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+                raise ScenarioError(file, where, f"{fld}: expected a list of cluster names")
+            out.placements[str(key)] = list(clusters)
     cqs = _mapping(exp.get("clusterQueues") or {}, file, where, "expect.clusterQueues")
     for cq_name, cq_raw in cqs.items():
         out.cluster_queues[str(cq_name)] = _parse_cq(

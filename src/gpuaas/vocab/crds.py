@@ -115,6 +115,35 @@ _HAND_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
     ),
 }
 
+# Open Cluster Management's CRDs' printer columns (open-cluster-management-io/api; its
+# double-quoted filters written single-quoted, as the Table's jsonpath reads them).
+_SATISFIED = ".status.conditions[?(@.type=='PlacementSatisfied')]"
+_HAND_COLUMNS |= {
+    "ManagedCluster": (
+        PrinterColumn("Hub Accepted", "boolean", ".spec.hubAcceptsClient"),
+        PrinterColumn("Managed Cluster URLs", "string", ".spec.managedClusterClientConfigs[*].url"),
+        PrinterColumn(
+            "Joined", "string", ".status.conditions[?(@.type=='ManagedClusterJoined')].status"
+        ),
+        PrinterColumn(
+            "Available",
+            "string",
+            ".status.conditions[?(@.type=='ManagedClusterConditionAvailable')].status",
+        ),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+    ),
+    "ManagedClusterSet": (
+        PrinterColumn("Empty", "string", ".status.conditions[?(@.type=='ClusterSetEmpty')].status"),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+    ),
+    "Placement": (
+        PrinterColumn("Succeeded", "string", f"{_SATISFIED}.status"),
+        PrinterColumn("Reason", "string", f"{_SATISFIED}.reason"),
+        PrinterColumn("SelectedClusters", "integer", ".status.numberOfSelectedClusters"),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+    ),
+}
+
 # Kinds with no vendored CRD: (singular, short names, categories, has status), as
 # kube-apiserver (Namespace, Secret, ConfigMap, Job) and KubeRay's CRDs (RayCluster, RayJob) declare them.
 _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
@@ -127,6 +156,22 @@ _BUILT_IN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], bool]] = {
     "Notebook": ("notebook", (), (), True),
     "HardwareProfile": ("hardwareprofile", (), (), True),
     "GpuaasConfiguration": ("gpuaasconfiguration", (), (), False),
+    "ManagedCluster": ("managedcluster", ("mcl", "mcls"), ("cluster-management",), True),
+    "ManagedClusterSet": (
+        "managedclusterset",
+        ("mclset", "mclsets"),
+        ("cluster-management",),
+        True,
+    ),
+    "ManagedClusterSetBinding": (
+        "managedclustersetbinding",
+        ("mclsetbinding", "mclsetbindings"),
+        ("cluster-management",),
+        True,
+    ),
+    "Placement": ("placement", (), (), True),
+    "PlacementDecision": ("placementdecision", (), (), True),
+    "AddOnPlacementScore": ("addonplacementscore", (), (), True),
     "Pod": ("pod", ("po",), ("all",), True),
     "Node": ("node", ("no",), (), True),
 }

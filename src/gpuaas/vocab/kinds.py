@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta1", "v1beta2")
+OCM_GROUP = "cluster.open-cluster-management.io"
 
 
 @dataclass(slots=True, frozen=True)
@@ -95,6 +96,39 @@ KINDS: tuple[Kind, ...] = (
         True,
         stored=True,
     ),
+    # Open Cluster Management's cluster API (seed 002): the placement add-on's inputs and output.
+    Kind(
+        "ManagedCluster", OCM_GROUP, ("v1",), "managedclusters", False, ("mcl", "mcls"), stored=True
+    ),
+    Kind(
+        "ManagedClusterSet",
+        OCM_GROUP,
+        ("v1beta2",),
+        "managedclustersets",
+        False,
+        ("mclset", "mclsets"),
+        stored=True,
+    ),
+    Kind(
+        "ManagedClusterSetBinding",
+        OCM_GROUP,
+        ("v1beta2",),
+        "managedclustersetbindings",
+        True,
+        ("mclsetbinding", "mclsetbindings"),
+        stored=True,
+    ),
+    Kind("Placement", OCM_GROUP, ("v1beta1",), "placements", True, (), stored=True),
+    Kind("PlacementDecision", OCM_GROUP, ("v1beta1",), "placementdecisions", True, (), stored=True),
+    Kind(
+        "AddOnPlacementScore",
+        OCM_GROUP,
+        ("v1alpha1",),
+        "addonplacementscores",
+        True,
+        (),
+        stored=True,
+    ),
     # gpuaas's own settings (hoarding rules, prices, sampling): stored, never given to the core.
     Kind(
         "GpuaasConfiguration",
@@ -121,6 +155,14 @@ SECRET = BY_KIND["Secret"]
 CONFIG_MAP = BY_KIND["ConfigMap"]
 MULTIKUEUE_CONFIG = BY_KIND["MultiKueueConfig"]
 MULTIKUEUE_CLUSTER = BY_KIND["MultiKueueCluster"]
+MANAGED_CLUSTER = BY_KIND["ManagedCluster"]
+MANAGED_CLUSTER_SET = BY_KIND["ManagedClusterSet"]
+CLUSTER_SET_BINDING = BY_KIND["ManagedClusterSetBinding"]
+PLACEMENT = BY_KIND["Placement"]
+PLACEMENT_DECISION = BY_KIND["PlacementDecision"]
+ADDON_PLACEMENT_SCORE = BY_KIND["AddOnPlacementScore"]
+OCM_KINDS = (MANAGED_CLUSTER, MANAGED_CLUSTER_SET, CLUSTER_SET_BINDING, PLACEMENT,
+             PLACEMENT_DECISION, ADDON_PLACEMENT_SCORE)  # fmt: skip
 
 
 def lookup(name: str) -> Kind | None:

@@ -3,6 +3,7 @@
 // re-renders the current page and highlights what changed since the previous push.
 
 import { workbenchPages } from "./workbenches.js";
+import { clusterPages } from "./clusters.js";
 
 const API = "/apis/gpuaas.dev/v1alpha1";
 const KUEUE = "/apis/kueue.x-k8s.io/v1beta1";
@@ -215,6 +216,13 @@ const WORKBENCHES = workbenchPages({
   page: () => route().page,
   rerender: () => render(),
 });
+const CLUSTERS = clusterPages({
+  h,
+  badge,
+  token: () => state.token,
+  page: () => route().page,
+  rerender: () => render(),
+});
 const PAGES = {
   overview: renderOverview,
   clusterqueues: renderClusterQueues,
@@ -225,6 +233,7 @@ const PAGES = {
   flavors: renderFlavors,
   gpus: renderGpus,
   ...WORKBENCHES.pages,
+  ...CLUSTERS.pages,
 };
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
