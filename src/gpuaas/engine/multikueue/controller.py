@@ -3,14 +3,17 @@ check's Active condition, and dispatching workloads to workers and back.
 
 It is a ``CheckController`` (``engine.checks``) for ``kueue.x-k8s.io/multikueue`` that writes its
 checks' Active condition itself (``sets_active``), as Kueue's ``ACReconciler`` does. All remote
-I/O runs on its own thread (and a small pool for calls to several workers at once), never under
-the engine lock: a pass (1) reads each worker's copies of the manager's objects (one list of
-Workloads, one of Jobs, by the origin label), which also says whether it answers, (2) writes each
-MultiKueueCluster's and AdmissionCheck's Active, (3) plans each workload group with the pure
-``core.multikueue.reconcile``, (4) carries out the remote calls in parallel, then (5) writes the
-manager's side (check states, nomination, ``clusterName``, finishing, Job status) through
-``writes``. A Reserve only wakes the thread. What it decides is Kueue's; how it reaches a worker is
-``remote``'s.
+I/O runs on its own thread (and a pool for calls to several workers at once), never under the
+engine lock. Each worker is watched (``workers``: list, then watch its Workloads and Jobs by the
+origin label), so a pass reads no worker over the network: it (1) takes a snapshot of each
+worker's watched copies and whether it answers, (2) writes each MultiKueueCluster's and
+AdmissionCheck's Active, (3) plans each workload group with the pure ``core.multikueue.reconcile``,
+(4) carries out the remote writes in parallel on each worker's persistent connections, then (5)
+writes the manager's side (check states, nomination, ``clusterName``, finishing, Job status)
+through ``writes``, all of a pass's workloads in one commit. Passes are event-driven: a Reserve on
+the hub and every change a worker's watch sees wake the thread; otherwise it passes every
+``idle_interval`` (worker-lost timeouts, Incremental rounds). What it decides is Kueue's; how it
+reaches a worker is ``remote``'s.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from gpuaas.engine.multikueue.remote import (
     RemoteError,
     parse_kubeconfig,
 )
+from gpuaas.engine.multikueue.workers import Worker, WorkerView
 from gpuaas.engine.views import WorkloadView
 from gpuaas.vocab import multikueue as mk
 from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, SECRET, WORKLOAD
@@ -58,24 +62,8 @@ class MultiKueueOptions:
     worker_lost_timeout: float = mk.DEFAULT_WORKER_LOST_TIMEOUT
     dispatcher: str = mk.DISPATCHER_ALL_AT_ONCE
     origin: str = mk.DEFAULT_ORIGIN
-    interval: float = 0.05  # seconds between passes while a workload waits for a worker
-    idle_interval: float = 1.0  # seconds between passes otherwise (worker health, finishes)
-
-
-@dataclass(slots=True)
-class Worker:
-    """One MultiKueueCluster as the controller keeps it between passes."""
-
-    name: str
-    config: bytes | None = None
-    client: RemoteClient | None = None
-    active: bool = False
-    reason: str = ""
-    message: str = ""
-    lost_since: float | None = None
-    failures: int = 0
-    copies: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Workload
-    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job
+    interval: float = 0.005  # after a wake-up, gather this long's further events in one pass
+    idle_interval: float = 1.0  # seconds between passes with no event (timeouts, rounds)
 
 
 def _cond(doc: JsonDoc | None, type_: str) -> JsonDoc | None:
@@ -168,7 +156,6 @@ class MultiKueueController:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
-        self._in_flight = 0  # workloads holding quota on the hub, not yet on a worker
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -186,26 +173,20 @@ class MultiKueueController:
             self._thread.join(timeout=10)
         self._pool.shutdown(wait=True)
         for w in self.workers.values():
-            if w.client is not None:
-                w.client.close()
+            w.disconnect(None, "", "")
 
     def _loop(self) -> None:
-        busy, last_change = True, time.monotonic()
         while not self._stop.is_set():
-            self._wake.wait(self.options.interval if busy else self.options.idle_interval)
+            if self._wake.wait(self.options.idle_interval):
+                self._stop.wait(self.options.interval)  # let a burst of events gather
             self._wake.clear()
             try:
                 again = self.sync_once()
             except Exception:  # keep dispatching: the next pass reads everything again
                 log.exception("MultiKueue pass failed")
                 again = False
-            now = time.monotonic()
-            if again:
-                last_change = now
+            if again:  # what it wrote may let a further step go at once
                 self._wake.set()
-            # Poll fast while workloads wait for a worker and things move; a workload no worker
-            # admits for a while is looked at every idle_interval.
-            busy = self._in_flight > 0 and now - last_change < 5.0
 
     # -- one pass ---------------------------------------------------------------------------------
     def sync_once(self) -> bool:
@@ -214,10 +195,10 @@ class MultiKueueController:
         assert engine is not None
         now = self.clock()
         self._load_workers(engine)
-        list(self._pool.map(lambda w: self._read_worker(w, now), list(self.workers.values())))
-        self._write_cluster_status(engine, now)
+        views = {name: w.snapshot() for name, w in self.workers.items()}
+        self._write_cluster_status(engine, views, now)
         hub = self._read_hub(engine)
-        return self._dispatch(engine, hub, now)
+        return self._dispatch(engine, hub, views, now)
 
     def _load_workers(self, engine: Engine) -> None:
         docs, _ = engine.list_objects(MULTIKUEUE_CLUSTER)
@@ -225,23 +206,20 @@ class MultiKueueController:
         for doc in docs:
             name = str(doc["metadata"]["name"])
             seen.add(name)
-            w = self.workers.setdefault(name, Worker(name))
+            w = self.workers.get(name)
+            if w is None:
+                w = Worker(name, self.clock, self._wake.set, self.options.origin)
+                self.workers[name] = w
             try:
                 raw = self._kubeconfig(engine, doc)
                 if raw != w.config or w.client is None:
-                    if w.client is not None:
-                        w.client.close()
-                    w.config, w.client = raw, RemoteClient(parse_kubeconfig(raw))
+                    w.connect(raw, RemoteClient(parse_kubeconfig(raw)))
             except KubeConfigError as exc:
-                if w.client is not None:
-                    w.client.close()
-                w.config, w.client, w.active = None, None, False
-                w.reason, w.message = exc.reason, f"load client config failed: {exc}"
-                w.copies, w.jobs = {}, {}
+                message = f"load client config failed: {exc}"
+                if w.client is not None or (w.reason, w.message) != (exc.reason, message):
+                    w.disconnect(None, exc.reason, message)
         for name in set(self.workers) - seen:
-            gone = self.workers.pop(name)
-            if gone.client is not None:
-                gone.client.close()
+            self.workers.pop(name).disconnect(None, "", "")
 
     def _kubeconfig(self, engine: Engine, doc: JsonDoc) -> bytes:
         ref = mk.kubeconfig_ref(doc)
@@ -269,26 +247,10 @@ class MultiKueueController:
         except (binascii.Error, ValueError):
             raise KubeConfigError("BadKubeConfig", "kubeconfig: bad base64") from None
 
-    def _read_worker(self, w: Worker, now: float) -> None:
-        if w.client is None:
-            return
-        origin = self.options.origin
-        try:
-            copies = w.client.list_labelled(WORKLOADS, "workloads", mk.ORIGIN_LABEL, origin)
-            jobs = w.client.list_labelled(JOBS, "jobs", mk.ORIGIN_LABEL, origin)
-        except RemoteError as exc:
-            w.failures += 1
-            if w.lost_since is None:
-                w.lost_since = now
-            w.active, w.reason, w.message = False, "ClientConnectionFailed", str(exc)
-            return
-        w.copies = {_key(d): d for d in copies}
-        w.jobs = {_key(d): d for d in jobs}
-        w.active, w.reason, w.message = True, "Active", "Connected"
-        w.lost_since, w.failures = None, 0
-
-    def _write_cluster_status(self, engine: Engine, now: float) -> None:
-        for w in self.workers.values():
+    def _write_cluster_status(
+        self, engine: Engine, views: dict[str, WorkerView], now: float
+    ) -> None:
+        for w in views.values():
             try:
                 doc = engine.get(MULTIKUEUE_CLUSTER, None, w.name)
             except EngineError:
@@ -310,7 +272,7 @@ class MultiKueueController:
                 "observedGeneration": doc["metadata"].get("generation", 1),
             }
             writes.write_status(engine, MULTIKUEUE_CLUSTER, None, w.name, {"conditions": [cond]})
-        self._write_check_active(engine, now)
+        self._write_check_active(engine, views, now)
 
     def _config_clusters(self, engine: Engine, ac: JsonDoc) -> tuple[str | None, list[str]]:
         params = (ac.get("spec") or {}).get("parameters")
@@ -324,13 +286,13 @@ class MultiKueueController:
             return f'multikueueconfigs.kueue.x-k8s.io "{name}" not found', []
         return None, mk.config_clusters(cfg)
 
-    def _write_check_active(self, engine: Engine, now: float) -> None:
+    def _write_check_active(self, engine: Engine, views: dict[str, WorkerView], now: float) -> None:
         acs, _ = engine.list_objects(AC_KIND)
         for ac in acs:
             if (ac.get("spec") or {}).get("controllerName") != mk.CONTROLLER_NAME:
                 continue
             error, clusters = self._config_clusters(engine, ac)
-            active = {w.name: w.active for w in self.workers.values()}
+            active = {w.name: w.active for w in views.values()}
             status, reason, message = plan_mk.admission_check_active(error, clusters, active)
             cond = {
                 "type": "Active",
@@ -364,12 +326,13 @@ class MultiKueueController:
         return hub
 
     # -- dispatch -------------------------------------------------------------------------------
-    def _dispatch(self, engine: Engine, hub: _Hub, now: float) -> bool:
+    def _dispatch(
+        self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float
+    ) -> bool:
         ops: list[Callable[[], tuple[bool, str]]] = []
         results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
-        in_flight = 0
-        connected = {n: w for n, w in self.workers.items() if w.client is not None and w.active}
-        unavailable = [n for n, w in self.workers.items() if not w.active]
+        connected = {n: w for n, w in views.items() if w.client is not None and w.active}
+        unavailable = [n for n, w in views.items() if not w.active]
         # Copies on workers whose manager workload no longer needs them: garbage.
         for w in connected.values():
             for key in list(w.copies):
@@ -412,7 +375,7 @@ class MultiKueueController:
             if started is not None:
                 self._rounds[key] = started
             lost_for = None
-            chosen = self.workers.get(local.cluster_name or "")
+            chosen = views.get(local.cluster_name or "")
             if chosen is not None and chosen.lost_since is not None:
                 lost_for = now - chosen.lost_since
             p = plan_mk.reconcile(
@@ -426,8 +389,6 @@ class MultiKueueController:
             if p.create_job_on is not None:
                 ops.append(self._create_job(engine, connected[p.create_job_on], doc))
             results.append((key, p, doc))
-            if local.holds_quota and not local.finished and local.cluster_name is None:
-                in_flight += 1
         failed: set[str] = set()
         for ok, key in self._pool.map(lambda op: op(), ops):
             if not ok:
@@ -438,10 +399,9 @@ class MultiKueueController:
             if (u := self._write_back(engine, hub, key, p, doc, failed, connected)) is not None
         ]
         applied = writes.update_workloads(engine, updates)
-        self._in_flight = in_flight
-        return bool(ops) or applied > 0
+        return applied > 0
 
-    def _remove(self, w: Worker, key: str) -> Callable[[], tuple[bool, str]]:
+    def _remove(self, w: WorkerView, key: str) -> Callable[[], tuple[bool, str]]:
         ns, _, name = key.partition("/")
         client = w.client
         has_job = key in w.jobs  # as last listed; a Job made since makes the delete fail: retried
@@ -459,7 +419,7 @@ class MultiKueueController:
 
         return op
 
-    def _create_copy(self, w: Worker, local: JsonDoc) -> Callable[[], tuple[bool, str]]:
+    def _create_copy(self, w: WorkerView, local: JsonDoc) -> Callable[[], tuple[bool, str]]:
         body, key, client = workload_copy(local, self.options.origin), _key(local), w.client
 
         def op() -> tuple[bool, str]:
@@ -474,7 +434,7 @@ class MultiKueueController:
         return op
 
     def _create_job(
-        self, engine: Engine, w: Worker, local: JsonDoc
+        self, engine: Engine, w: WorkerView, local: JsonDoc
     ) -> Callable[[], tuple[bool, str]]:
         key, client = _key(local), w.client
         owner = ((local.get("metadata") or {}).get("ownerReferences") or [{}])[0]
@@ -511,7 +471,7 @@ class MultiKueueController:
         p: plan_mk.Plan,
         doc: JsonDoc,
         failed: set[str],
-        connected: dict[str, Worker],
+        connected: dict[str, WorkerView],
     ) -> writes.WorkloadUpdate | None:
         """The manager-side update a plan asks for, or None when nothing changes."""
         check = hub.check_of[key]
@@ -542,7 +502,7 @@ class MultiKueueController:
         )
 
     def _mirror_job(
-        self, engine: Engine, key: str, doc: JsonDoc, connected: dict[str, Worker]
+        self, engine: Engine, key: str, doc: JsonDoc, connected: dict[str, WorkerView]
     ) -> None:
         """Kueue's SyncJob for a batch Job: the worker's Job status, copied to the manager's."""
         chosen = connected.get(str((doc.get("status") or {}).get("clusterName") or ""))

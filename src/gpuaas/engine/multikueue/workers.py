@@ -1,0 +1,162 @@
+"""What the manager knows of each worker cluster, kept current by watching it.
+
+Kueue's MultiKueue keeps an informer per worker: it lists the worker's Workloads and Jobs once,
+then watches them, and every change wakes the reconciler for that workload. A ``Worker`` here does
+the same with one thread per watched resource (Workloads and Jobs labelled with this manager's
+origin): list, then watch from the list's resourceVersion, apply each event to its cache, call
+``notify`` (the controller's wake-up), and on a failed call mark the worker unreachable and list
+again after a short pause. The controller never reads a worker over the network in its pass: it
+takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
+answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
+when its stream stays silent past the read timeout and the next watch gets no answer.
+
+It owns the watch threads and caches only; what to do with a copy is the controller's business.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError
+from gpuaas.vocab.multikueue import ORIGIN_LABEL
+
+log = logging.getLogger(__name__)
+JsonDoc = dict[str, Any]
+RETRY_SECONDS = 0.5  # pause after a failed list or watch before the next try
+_RESOURCES = (("copies", WORKLOADS, "workloads"), ("jobs", JOBS, "jobs"))
+
+
+def key_of(doc: JsonDoc) -> str:
+    meta = doc.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """One worker as a controller pass sees it: a copy of the caches, taken at once."""
+
+    name: str
+    client: RemoteClient | None
+    active: bool
+    reason: str
+    message: str
+    lost_since: float | None
+    copies: dict[str, JsonDoc]
+    jobs: dict[str, JsonDoc]
+
+
+@dataclass(slots=True)
+class Worker:
+    """One MultiKueueCluster: its client, its Active state and its watched copies."""
+
+    name: str
+    clock: Callable[[], float]
+    notify: Callable[[], None]
+    origin: str
+    config: bytes | None = None
+    client: RemoteClient | None = None
+    active: bool = False
+    reason: str = ""
+    message: str = ""
+    lost_since: float | None = None
+    copies: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Workload
+    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job
+    _synced: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    # -- the controller's side ----------------------------------------------------------------
+    def connect(self, config: bytes, client: RemoteClient) -> None:
+        """Use a (new) kubeconfig: stop watching with the old client, watch with this one."""
+        self.disconnect(None, "", "")
+        with self._lock:
+            self.config, self.client = config, client
+            self.reason, self.message = "ClientConnectionFailed", "connecting"
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(
+                target=self._watch,
+                args=(client, self._stop, attr, base, plural),
+                name=f"multikueue-watch-{self.name}-{plural}",
+                daemon=True,
+            )
+            for attr, base, plural in _RESOURCES
+        ]
+        for t in self._threads:
+            t.start()
+
+    def disconnect(self, config: bytes | None, reason: str, message: str) -> None:
+        """Stop watching (a bad kubeconfig, the cluster deleted, the server closing)."""
+        self._stop.set()
+        client = self.client
+        if client is not None:
+            client.close()  # its threads see the stop under the lock and leave the caches be
+        self._threads = []
+        with self._lock:
+            self.config, self.client, self.active = config, None, False
+            self.reason, self.message = reason, message
+            self.copies, self.jobs = {}, {}
+            self._synced.clear()
+
+    def snapshot(self) -> WorkerView:
+        with self._lock:
+            return WorkerView(
+                self.name, self.client, self.active, self.reason, self.message,
+                self.lost_since, dict(self.copies), dict(self.jobs),
+            )  # fmt: skip
+
+    # -- the watch threads -------------------------------------------------------------------
+    def _watch(
+        self, client: RemoteClient, stop: threading.Event, attr: str, base: str, plural: str
+    ) -> None:
+        while not stop.is_set():
+            try:
+                items, rv = client.list_with_version(base, plural, ORIGIN_LABEL, self.origin)
+                with self._lock:
+                    if stop.is_set():
+                        return
+                    setattr(self, attr, {key_of(d): d for d in items})
+                    self._synced.add(attr)
+                    self._mark_answering()
+                self.notify()
+                while not stop.is_set():
+                    for type_, obj in client.watch(base, plural, ORIGIN_LABEL, self.origin, rv):
+                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                        if type_ == "BOOKMARK":
+                            continue
+                        with self._lock:
+                            if stop.is_set():
+                                return
+                            cache: dict[str, JsonDoc] = getattr(self, attr)
+                            if type_ == "DELETED":
+                                cache.pop(key_of(obj), None)
+                            else:
+                                cache[key_of(obj)] = obj
+                        self.notify()
+            except RemoteError as exc:
+                with self._lock:
+                    if stop.is_set():
+                        return
+                    self._synced.discard(attr)
+                    self.active = False
+                    self.reason, self.message = "ClientConnectionFailed", str(exc)
+                    if self.lost_since is None:
+                        self.lost_since = self.clock()
+                self.notify()
+                stop.wait(RETRY_SECONDS)
+            except Exception:  # a bug must not end the watch silently: log, list again
+                log.exception("MultiKueue: watching %s on %s", plural, self.name)
+                stop.wait(RETRY_SECONDS)
+
+    def _mark_answering(self) -> None:
+        if self._synced == {a for a, _, _ in _RESOURCES}:
+            self.active, self.reason, self.message = True, "Active", "Connected"
+            self.lost_since = None
+
+
+__all__ = ["RETRY_SECONDS", "Worker", "WorkerView", "key_of"]
