@@ -102,11 +102,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=300)
     ap.add_argument("--keep", type=Path, default=None, help="keep data dirs here")
+    ap.add_argument(
+        "--worker-runtime",
+        default="local",
+        help="the workers' runtime: local (real processes) or none (no pods: admission only)",
+    )
     args = ap.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
     hub = ServerProcess(base / "hub")
     workers = [
-        ServerProcess(base / f"w{i}", extra=("--runtime", "local", "--fake-gpus", "0"))
+        ServerProcess(base / f"w{i}", extra=("--runtime", args.worker_runtime, "--fake-gpus", "0"))
         for i in (1, 2, 3)
     ]
     created: dict[str, float] = {}
@@ -193,8 +198,9 @@ def main() -> None:
             list(pool.map(create, range(args.jobs)))
         t_created = time.monotonic()
         deadline = t_created + max(120.0, args.jobs / 2)
+        pods = args.worker_runtime != "none"
         while time.monotonic() < deadline and (
-            len(admitted) < args.jobs or len(started) < args.jobs
+            len(admitted) < args.jobs or (pods and len(started) < args.jobs)
         ):
             time.sleep(0.1)
         for c in clients:

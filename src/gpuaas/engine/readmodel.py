@@ -32,7 +32,9 @@ from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.views import ClusterView, WorkloadView
 from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store
 from gpuaas.vocab import notebook_status, ray_status
+from gpuaas.vocab.job_status import job_status as render_job_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
+from gpuaas.vocab.multikueue import MANAGED_BY
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,21 @@ class ReadModel:
             rec.key.namespace, rec.key.name, st, live, why, stopped
         )
 
+    def _job_shown(self, rec: ObjectRecord) -> JsonDoc:
+        """A Job with the status Kubernetes' job controller would give it (vocab.job_status),
+        except one a MultiKueue manager dispatched: its stored status is its worker's."""
+        if (rec.doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
+            return rec.doc
+        key = f"{rec.key.namespace}/{rec.key.name}"
+        live = self.job_status(key) if self.job_status is not None else {}
+        restarts = live.get("restarts") or {}
+        pods = [
+            {"phase": phase, "restarts": restarts.get(name, 0)}
+            for name, phase in (live.get("pods") or {}).items()
+        ]
+        st = self._cluster.workloads.get(key)
+        return {**rec.doc, "status": render_job_status(st, pods)}
+
     def list_objects(
         self, kind: Kind, namespaces: set[str] | None = None
     ) -> tuple[list[JsonDoc], int]:
@@ -116,6 +133,8 @@ class ReadModel:
             return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
         if kind.kind == "Notebook":
             return {**rec.doc, "status": self._notebook_status(rec, None)}
+        if kind.kind == "Job" and kind.group == "batch":
+            return self._job_shown(rec)
         if kind.kind not in ("ClusterQueue", "LocalQueue"):
             return rec.doc
         doc = dict(rec.doc)

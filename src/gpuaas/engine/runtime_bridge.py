@@ -192,7 +192,8 @@ class RuntimeBridge:
         return out
 
     def job_status(self, key: str) -> dict[str, Any]:
-        """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
+        """What really runs for ``key``: pod phases and failed attempts and, for a RayCluster, its
+        Ray nodes' records.
 
         Called by the engine while it renders a job, under its lock.
         """
@@ -200,6 +201,7 @@ class RuntimeBridge:
             run = self.runtime.running().get(key)
         return {
             "pods": {p.name: p.phase for p in run.pods} if run else {},
+            "restarts": {p.name: p.restarts for p in run.pods} if run else {},
             "ray": read_states(self._ray_dir(key)) if run else {},
         }
 
