@@ -156,6 +156,7 @@ class MultiKueueController:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
+        self._refreshed_at = 0.0  # monotonic time of the last re-read of running Jobs
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -195,10 +196,27 @@ class MultiKueueController:
         assert engine is not None
         now = self.clock()
         self._load_workers(engine)
+        hub = self._read_hub(engine)
+        self._refresh_job_statuses(hub)
         views = {name: w.snapshot() for name, w in self.workers.items()}
         self._write_cluster_status(engine, views, now)
-        hub = self._read_hub(engine)
         return self._dispatch(engine, hub, views, now)
+
+    def _refresh_job_statuses(self, hub: _Hub) -> None:
+        """Every ``idle_interval``, read again the Jobs of the workers that run this hub's
+        unfinished workloads: a gpuaas worker's Job status follows its pods, which its watch
+        does not report, and Kueue mirrors that status until the Job finishes."""
+        at = time.monotonic()
+        if at - self._refreshed_at < self.options.idle_interval:
+            return
+        self._refreshed_at = at
+        running = {
+            str(status["clusterName"])
+            for doc in hub.workloads.values()
+            if (status := doc.get("status") or {}).get("clusterName") and not _true(doc, "Finished")
+        }
+        targets = [w for name, w in self.workers.items() if name in running]
+        list(self._pool.map(lambda w: w.refresh_jobs(), targets))
 
     def _load_workers(self, engine: Engine) -> None:
         docs, _ = engine.list_objects(MULTIKUEUE_CLUSTER)
@@ -389,6 +407,16 @@ class MultiKueueController:
             if p.create_job_on is not None:
                 ops.append(self._create_job(engine, connected[p.create_job_on], doc))
             results.append((key, p, doc))
+        # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
+        finishing = [
+            (views[str(doc["status"]["clusterName"])], key)
+            for key, p, doc in results
+            if p.finish is not None and (doc.get("status") or {}).get("clusterName") in views
+        ]
+        reads = self._pool.map(lambda wk: self.workers[wk[0].name].fresh_job(wk[1]), finishing)
+        for (w, key), job in zip(finishing, list(reads), strict=True):
+            if job is not None:
+                w.jobs[key] = job
         failed: set[str] = set()
         for ok, key in self._pool.map(lambda op: op(), ops):
             if not ok:

@@ -211,6 +211,17 @@ class RemoteClient:
             detail = str(exc) or type(exc).__name__
             raise RemoteError(f"watch {self.target.server}{base}/{plural}: {detail}") from None
 
+    def get(self, base: str, plural: str, namespace: str, name: str) -> JsonDoc | None:
+        """One object, or None if there is none."""
+        r = self._ok(self._call("GET", f"{base}/namespaces/{namespace}/{plural}/{name}"), 404)
+        if r.status_code == 404:
+            return None
+        try:
+            doc = r.json()
+        except ValueError:
+            raise RemoteError(f"GET {base}/{plural}/{name}: not JSON") from None
+        return doc if isinstance(doc, dict) else None
+
     def create(self, base: str, plural: str, doc: JsonDoc) -> None:
         """Create, or nothing if it exists already (a retry after a lost answer)."""
         ns = doc["metadata"]["namespace"]

@@ -110,6 +110,45 @@ class Worker:
                 self.lost_since, dict(self.copies), dict(self.jobs),
             )  # fmt: skip
 
+    def refresh_jobs(self) -> None:
+        """Read the Jobs again and take the newer status of those the watch knows (a Job's
+        status on a gpuaas worker follows its pods without a change its watch would send)."""
+        client = self.client
+        if client is None:
+            return
+        try:
+            items, _ = client.list_with_version(JOBS, "jobs", ORIGIN_LABEL, self.origin)
+        except RemoteError:
+            return  # whether it answers is the watches' to say
+        with self._lock:
+            if self.client is client:
+                for doc in items:
+                    self._take_job(doc)
+
+    def fresh_job(self, key: str) -> JsonDoc | None:
+        """One Job read now (a finishing workload's last status), or None if it is gone."""
+        client = self.client
+        if client is None:
+            return None
+        ns, _, name = key.partition("/")
+        try:
+            doc = client.get(JOBS, "jobs", ns, name)
+        except RemoteError:
+            return None
+        if doc is not None:
+            with self._lock:
+                if self.client is client:
+                    self._take_job(doc)
+        return doc
+
+    def _take_job(self, doc: JsonDoc) -> None:
+        """A Job read by a list or a get: kept if the watch knows it and it is not older (one
+        the watch saw deleted meanwhile stays deleted)."""
+        key = key_of(doc)
+        old = self.jobs.get(key)
+        if old is not None and _rv(doc) >= _rv(old):
+            self.jobs[key] = doc
+
     # -- the watch threads -------------------------------------------------------------------
     def _watch(
         self, client: RemoteClient, stop: threading.Event, attr: str, base: str, plural: str
@@ -157,6 +196,13 @@ class Worker:
         if self._synced == {a for a, _, _ in _RESOURCES}:
             self.active, self.reason, self.message = True, "Active", "Connected"
             self.lost_since = None
+
+
+def _rv(doc: JsonDoc) -> int:
+    try:
+        return int((doc.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
 
 
 __all__ = ["RETRY_SECONDS", "Worker", "WorkerView", "key_of"]
