@@ -5,7 +5,6 @@ worker that runs real processes (``--runtime local``), each a ``gpuaas server`` 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
