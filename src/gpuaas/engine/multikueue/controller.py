@@ -32,12 +32,19 @@ from typing import TYPE_CHECKING, Any
 from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue.operations import (
+    CREATE_COPY,
+    CREATE_JOB,
+    REMOVE,
+    InFlight,
+    Operation,
+    job_copy,
+    workload_copy,
+)
 from gpuaas.engine.multikueue.remote import (
-    JOBS,
     WORKLOADS,
     KubeConfigError,
     RemoteClient,
-    RemoteError,
     parse_kubeconfig,
 )
 from gpuaas.engine.multikueue.workers import Worker, WorkerView
@@ -101,37 +108,6 @@ def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
     return plan_mk.RemoteCopy(admitted_at, finished, _true(doc, "Evicted"), pending, has_job)
 
 
-def workload_copy(local: JsonDoc, origin: str) -> JsonDoc:
-    """Kueue's ``cloneForCreate``: labels and annotations, the origin label, the spec."""
-    meta = local.get("metadata") or {}
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
-    labels[mk.ORIGIN_LABEL] = origin
-    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
-    if meta.get("annotations"):
-        out_meta["annotations"] = dict(meta["annotations"])
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": out_meta,
-        "spec": local.get("spec") or {},
-    }
-
-
-def job_copy(job: JsonDoc, workload: str, origin: str) -> JsonDoc:
-    """The Job Kueue's batch Job adapter creates on the worker: labelled with the prebuilt
-    Workload and the origin, without ``managedBy`` (the worker runs it)."""
-    meta = job.get("metadata") or {}
-    labels = dict(meta.get("labels") or {})
-    labels[mk.PREBUILT_WORKLOAD_LABEL] = workload
-    labels[mk.ORIGIN_LABEL] = origin
-    spec = {k: v for k, v in (job.get("spec") or {}).items() if k != "managedBy"}
-    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
-    if meta.get("annotations"):
-        out_meta["annotations"] = dict(meta["annotations"])
-    return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": out_meta,
-            "spec": spec}  # fmt: skip
-
-
 @dataclass(slots=True)
 class _Hub:
     """What a pass read of the manager: each workload's doc and its MultiKueue check."""
@@ -157,6 +133,10 @@ class MultiKueueController:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
         self._refreshed_at = 0.0  # monotonic time of the last re-read of running Jobs
+        self._in_flight = InFlight(self._pool, self.workers, self._wake.set)
+        # workload -> the worker its Job was sent to, until the hub records it as clusterName:
+        # the choice holds meanwhile, so a copy admitted elsewhere later never wins too.
+        self._placing: dict[str, str] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -347,27 +327,31 @@ class MultiKueueController:
     def _dispatch(
         self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float
     ) -> bool:
-        ops: list[Callable[[], tuple[bool, str]]] = []
-        results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
+        results: list[tuple[str, plan_mk.Plan, JsonDoc, bool]] = []
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
         # Copies on workers whose manager workload no longer needs them: garbage.
         for w in connected.values():
             for key in list(w.copies):
                 if key not in hub.workloads:
-                    ops.append(self._remove(w, key))
+                    self._remove(w, key)
+        for key in set(self._placing) - set(hub.workloads):
+            del self._placing[key]
+        kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
+            mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
+        )
         for key, doc in hub.workloads.items():
             check = hub.check_of[key]
             clusters = hub.clusters_of.get(check, [])
-            state: JsonDoc = next(
-                (e for e in doc["status"].get("admissionChecks", []) if e.get("name") == check), {}
-            )
             status = doc.get("status") or {}
+            state: JsonDoc = next(
+                (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
+            )
             local = plan_mk.Local(
                 holds_quota=_true(doc, "QuotaReserved"),
                 finished=_true(doc, "Finished"),
                 check_state=str(state.get("state", "Pending")),
-                cluster_name=status.get("clusterName"),
+                cluster_name=status.get("clusterName") or self._placed(key, doc, connected),
                 nominated=tuple(status.get("nominatedClusterNames") or ()),
             )
             remotes = {
@@ -375,11 +359,6 @@ class MultiKueueController:
                 for n, w in connected.items()
                 if n in clusters
             }
-            kind = plan_mk.ALL_AT_ONCE
-            name = mk.dispatcher_kind(self.options.dispatcher)
-            kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
-                name, plan_mk.ALL_AT_ONCE
-            )
             nomination, started = plan_mk.nominate(
                 kind,
                 clusters,
@@ -401,95 +380,76 @@ class MultiKueueController:
                 self.options.worker_lost_timeout,
             )  # fmt: skip
             for n in p.delete_on:
-                ops.append(self._remove(connected[n], key))
+                self._remove(connected[n], key)
             for n in p.create_on:
-                ops.append(self._create_copy(connected[n], doc))
+                self._submit(
+                    CREATE_COPY, connected[n], key, workload_copy(doc, self.options.origin)
+                )
+            job_missing = False
             if p.create_job_on is not None:
-                ops.append(self._create_job(engine, connected[p.create_job_on], doc))
-            results.append((key, p, doc))
+                job_missing = self._create_job(engine, connected[p.create_job_on], doc)
+            results.append((key, p, doc, job_missing))
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
             (views[str(doc["status"]["clusterName"])], key)
-            for key, p, doc in results
+            for key, p, doc, _ in results
             if p.finish is not None and (doc.get("status") or {}).get("clusterName") in views
         ]
         reads = self._pool.map(lambda wk: self.workers[wk[0].name].fresh_job(wk[1]), finishing)
         for (w, key), job in zip(finishing, list(reads), strict=True):
             if job is not None:
                 w.jobs[key] = job
-        failed: set[str] = set()
-        for ok, key in self._pool.map(lambda op: op(), ops):
-            if not ok:
-                failed.add(key)
         updates = [
             u
-            for key, p, doc in results
-            if (u := self._write_back(engine, hub, key, p, doc, failed, connected)) is not None
+            for key, p, doc, job_missing in results
+            if (u := self._write_back(engine, hub, key, p, doc, job_missing, connected)) is not None
         ]
-        applied = writes.update_workloads(engine, updates)
-        return applied > 0
+        return writes.update_workloads(engine, updates) > 0
 
-    def _remove(self, w: WorkerView, key: str) -> Callable[[], tuple[bool, str]]:
-        ns, _, name = key.partition("/")
-        client = w.client
-        has_job = key in w.jobs  # as last listed; a Job made since makes the delete fail: retried
+    def _placed(self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]) -> str | None:
+        """The worker this workload's Job went to while the hub has no clusterName yet; the
+        choice is dropped when that Job failed to go, its copy is gone, or quota is lost."""
+        name = self._placing.get(key)
+        if name is None:
+            return None
+        w = connected.get(name)
+        sending = self._in_flight.busy(CREATE_JOB, name, key)
+        if (
+            w is None
+            or key not in w.copies
+            or not _true(doc, "QuotaReserved")
+            or (not sending and key not in w.jobs)
+        ):
+            del self._placing[key]
+            return None
+        return name
 
-        def op() -> tuple[bool, str]:
-            assert client is not None
-            try:
-                if has_job:
-                    client.delete(JOBS, "jobs", ns, name)  # the Job first: it owns the copy
-                client.delete(WORKLOADS, "workloads", ns, name)
-            except RemoteError as exc:
-                log.info("MultiKueue: removing %s from %s: %s", key, w.name, exc)
-                return False, key
-            return True, key
+    def _submit(self, verb: str, w: WorkerView, key: str, body: JsonDoc | None = None,
+                base: str = WORKLOADS, plural: str = "workloads") -> None:  # fmt: skip
+        if w.client is not None:
+            self._in_flight.submit(Operation(verb, w.name, key, w.client, base, plural, body))
 
-        return op
+    def _remove(self, w: WorkerView, key: str) -> None:
+        if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
+            self._in_flight.submit(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
 
-    def _create_copy(self, w: WorkerView, local: JsonDoc) -> Callable[[], tuple[bool, str]]:
-        body, key, client = workload_copy(local, self.options.origin), _key(local), w.client
-
-        def op() -> tuple[bool, str]:
-            assert client is not None
-            try:
-                client.create(WORKLOADS, "workloads", body)
-            except RemoteError as exc:
-                log.info("MultiKueue: copying %s to %s: %s", key, w.name, exc)
-                return False, key
-            return True, key
-
-        return op
-
-    def _create_job(
-        self, engine: Engine, w: WorkerView, local: JsonDoc
-    ) -> Callable[[], tuple[bool, str]]:
-        key, client = _key(local), w.client
+    def _create_job(self, engine: Engine, w: WorkerView, local: JsonDoc) -> bool:
+        """Send the workload's Job to the worker that admitted its copy; False for a bare
+        Workload (its copy is all that runs), True while the Job is not known there."""
+        key = _key(local)
         owner = ((local.get("metadata") or {}).get("ownerReferences") or [{}])[0]
         kind = BY_KIND.get(str(owner.get("kind", "")))
+        if kind is None or not kind.job:
+            return False
         ns, _, name = key.partition("/")
-        job = None
-        if kind is not None and kind.job:
-            try:
-                job = engine.get(kind, ns, name)
-            except EngineError:
-                job = None
-
-        def op() -> tuple[bool, str]:
-            assert client is not None
-            if job is None:
-                return True, key  # a bare Workload: nothing runs it but its copy
-            base = kind.base_path() if kind is not None else JOBS
-            try:
-                client.create(
-                    base, kind.plural if kind else "jobs", job_copy(job, name, self.options.origin)
-                )
-            except RemoteError as exc:
-                log.info("MultiKueue: creating the job of %s on %s: %s", key, w.name, exc)
-                return False, key
-            return True, key
-
-        return op
+        try:
+            job = engine.get(kind, ns, name)
+        except EngineError:
+            return False
+        self._placing[key] = w.name
+        body = job_copy(job, name, self.options.origin)
+        self._submit(CREATE_JOB, w, key, body, kind.base_path(), kind.plural)
+        return True
 
     def _write_back(
         self,
@@ -498,7 +458,7 @@ class MultiKueueController:
         key: str,
         p: plan_mk.Plan,
         doc: JsonDoc,
-        failed: set[str],
+        job_missing: bool,
         connected: dict[str, WorkerView],
     ) -> writes.WorkloadUpdate | None:
         """The manager-side update a plan asks for, or None when nothing changes."""
@@ -509,8 +469,8 @@ class MultiKueueController:
             return writes.WorkloadUpdate(
                 key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
             )
-        if key in failed and p.check is not None and p.check[0] == plan_mk.READY:
-            return None  # its Job did not reach the worker: Ready waits for the next pass
+        if job_missing and p.check is not None and p.check[0] == plan_mk.READY:
+            return None  # its Job is on its way to the worker: Ready waits until it is there
         status = doc.get("status") or {}
         current: JsonDoc = next(
             (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}

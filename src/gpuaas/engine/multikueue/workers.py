@@ -141,6 +141,17 @@ class Worker:
                     self._take_job(doc)
         return doc
 
+    def assume(self, removed: bool, key: str, plural: str, body: JsonDoc | None) -> None:
+        """What a write the worker answered did, before its watch reports it: a removed copy
+        and Job are gone, a created copy or Job is there (the watch's version replaces it)."""
+        with self._lock:
+            if removed:
+                self.copies.pop(key, None)
+                self.jobs.pop(key, None)
+            elif body is not None:
+                cache = self.copies if plural == "workloads" else self.jobs
+                cache.setdefault(key, body)
+
     def _take_job(self, doc: JsonDoc) -> None:
         """A Job read by a list or a get: kept if the watch knows it and it is not older (one
         the watch saw deleted meanwhile stays deleted)."""
