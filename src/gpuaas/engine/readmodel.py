@@ -56,6 +56,7 @@ class ReadModel:
     store: Store
     committer: GroupCommitter
     job_status: Callable[[str], JsonDoc] | None
+    job_statuses: Callable[[], dict[str, JsonDoc]] | None
     _lock: SettlingLock
     _loads: int
     _audit: list[Event]
@@ -91,13 +92,17 @@ class ReadModel:
             rec.key.namespace, rec.key.name, st, live, why, stopped
         )
 
-    def _job_shown(self, rec: ObjectRecord) -> JsonDoc:
+    def _job_shown(self, rec: ObjectRecord, all_live: dict[str, JsonDoc] | None = None) -> JsonDoc:
         """A Job with the status Kubernetes' job controller would give it (vocab.job_status),
-        except one a MultiKueue manager dispatched: its stored status is its worker's."""
+        except one a MultiKueue manager dispatched: its stored status is its worker's.
+        ``all_live``: every job's pods, read once for a whole list."""
         if (rec.doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
             return rec.doc
         key = f"{rec.key.namespace}/{rec.key.name}"
-        live = self.job_status(key) if self.job_status is not None else {}
+        if all_live is not None:
+            live = all_live.get(key) or {}
+        else:
+            live = self.job_status(key) if self.job_status is not None else {}
         restarts = live.get("restarts") or {}
         pods = [
             {"phase": phase, "restarts": restarts.get(name, 0)}
@@ -121,6 +126,9 @@ class ReadModel:
                 known = self._cluster.positions()
                 docs = [{**r.doc, "status": self._notebook_status(r, known)} for r in recs]
                 return docs, self.rv
+            if kind.kind == "Job" and kind.group == "batch":
+                live = self.job_statuses() if self.job_statuses is not None else {}
+                return [self._job_shown(r, live) for r in recs], self.rv
             return [self._shown(kind, r) for r in recs], self.rv
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:

@@ -133,6 +133,7 @@ class MultiKueueController:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
         self._refreshed_at = 0.0  # monotonic time of the last re-read of running Jobs
+        self._refreshing: set[str] = set()  # workers whose Jobs are being re-read
         self._in_flight = InFlight(self._pool, self.workers, self._wake.set)
         # workload -> the worker its Job was sent to, until the hub records it as clusterName:
         # the choice holds meanwhile, so a copy admitted elsewhere later never wins too.
@@ -195,8 +196,17 @@ class MultiKueueController:
             for doc in hub.workloads.values()
             if (status := doc.get("status") or {}).get("clusterName") and not _true(doc, "Finished")
         }
-        targets = [w for name, w in self.workers.items() if name in running]
-        list(self._pool.map(lambda w: w.refresh_jobs(), targets))
+        for name, w in self.workers.items():
+            if name in running and name not in self._refreshing:
+                self._refreshing.add(name)  # one re-read per worker at a time, never awaited
+                self._pool.submit(self._refresh, w)
+
+    def _refresh(self, w: Worker) -> None:
+        try:
+            if w.refresh_jobs():
+                self._wake.set()
+        finally:
+            self._refreshing.discard(w.name)
 
     def _load_workers(self, engine: Engine) -> None:
         docs, _ = engine.list_objects(MULTIKUEUE_CLUSTER)

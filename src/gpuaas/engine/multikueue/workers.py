@@ -110,20 +110,21 @@ class Worker:
                 self.lost_since, dict(self.copies), dict(self.jobs),
             )  # fmt: skip
 
-    def refresh_jobs(self) -> None:
+    def refresh_jobs(self) -> bool:
         """Read the Jobs again and take the newer status of those the watch knows (a Job's
-        status on a gpuaas worker follows its pods without a change its watch would send)."""
+        status on a gpuaas worker follows its pods without a change its watch would send).
+        True when a status changed."""
         client = self.client
         if client is None:
-            return
+            return False
         try:
             items, _ = client.list_with_version(JOBS, "jobs", ORIGIN_LABEL, self.origin)
         except RemoteError:
-            return  # whether it answers is the watches' to say
+            return False  # whether it answers is the watches' to say
         with self._lock:
-            if self.client is client:
-                for doc in items:
-                    self._take_job(doc)
+            if self.client is not client:
+                return False
+            return any([self._take_job(doc) for doc in items])
 
     def fresh_job(self, key: str) -> JsonDoc | None:
         """One Job read now (a finishing workload's last status), or None if it is gone."""
@@ -152,13 +153,15 @@ class Worker:
                 cache = self.copies if plural == "workloads" else self.jobs
                 cache.setdefault(key, body)
 
-    def _take_job(self, doc: JsonDoc) -> None:
+    def _take_job(self, doc: JsonDoc) -> bool:
         """A Job read by a list or a get: kept if the watch knows it and it is not older (one
         the watch saw deleted meanwhile stays deleted)."""
         key = key_of(doc)
         old = self.jobs.get(key)
-        if old is not None and _rv(doc) >= _rv(old):
-            self.jobs[key] = doc
+        if old is None or _rv(doc) < _rv(old) or old.get("status") == doc.get("status"):
+            return False
+        self.jobs[key] = doc
+        return True
 
     # -- the watch threads -------------------------------------------------------------------
     def _watch(
