@@ -11,8 +11,11 @@ AdmissionCheck's Active, (3) plans each workload group with the pure ``core.mult
 (4) carries out the remote writes in parallel on each worker's persistent connections, then (5)
 writes the manager's side (check states, nomination, ``clusterName``, finishing, Job status)
 through ``writes``, all of a pass's workloads in one commit. Passes are event-driven: a Reserve on
-the hub and every change a worker's watch sees wake the thread; otherwise it passes every
-``idle_interval`` (worker-lost timeouts, Incremental rounds). What it decides is Kueue's; how it
+the hub, every change a worker's watch sees and every answered write mark their workload and wake
+the thread, whose next pass plans those workloads only (as Kueue reconciles each workload on its
+own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
+timeouts, Incremental rounds, the re-read of running Jobs) runs at least every ``idle_interval``
+and whenever a worker's connection changes. What it decides is Kueue's; how it
 reaches a worker is ``remote``'s.
 """
 
@@ -132,16 +135,20 @@ class MultiKueueController:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
-        self._refreshed_at = 0.0  # monotonic time of the last re-read of running Jobs
         self._refreshing: set[str] = set()  # workers whose Jobs are being re-read
-        self._in_flight = InFlight(self._pool, self.workers, self._wake.set)
+        self._in_flight = InFlight(self._pool, self.workers, self._touch)
+        # What changed since the last pass: workload keys, or everything (a full pass).
+        self._dirty: set[str] = set()
+        self._full = True
+        self._full_at = 0.0  # monotonic time of the last full pass
+        self._dirty_lock = threading.Lock()
         # workload -> the worker its Job was sent to, until the hub records it as clusterName:
         # the choice holds meanwhile, so a copy admitted elsewhere later never wins too.
         self._placing: dict[str, str] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
-        self._wake.set()  # under the engine lock: only wake the thread
+        self._touch(workload.key)  # under the engine lock: only note it and wake the thread
 
     def start(self, engine: Engine) -> None:
         self.engine = engine
@@ -157,40 +164,56 @@ class MultiKueueController:
         for w in self.workers.values():
             w.disconnect(None, "", "")
 
+    def _touch(self, key: str | None) -> None:
+        """Something changed for workload ``key`` (None: for a whole worker); wake the thread."""
+        with self._dirty_lock:
+            if key is None:
+                self._full = True
+            else:
+                self._dirty.add(key)
+        self._wake.set()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             if self._wake.wait(self.options.idle_interval):
                 self._stop.wait(self.options.interval)  # let a burst of events gather
             self._wake.clear()
+            with self._dirty_lock:
+                keys, full = self._dirty, self._full
+                self._dirty, self._full = set(), False
+            if time.monotonic() - self._full_at >= self.options.idle_interval:
+                full = True
             try:
-                again = self.sync_once()
-            except Exception:  # keep dispatching: the next pass reads everything again
+                self.sync_once(None if full else keys)
+            except Exception:  # keep dispatching: the next full pass reads everything again
                 log.exception("MultiKueue pass failed")
-                again = False
-            if again:  # what it wrote may let a further step go at once
-                self._wake.set()
+                self._touch(None)
 
     # -- one pass ---------------------------------------------------------------------------------
-    def sync_once(self) -> bool:
-        """One pass; True when it changed something a further pass should look at at once."""
+    def sync_once(self, keys: set[str] | None = None) -> None:
+        """One pass over the workloads ``keys`` (those something changed for), or a full pass
+        (None): every workload, the workers' Active, garbage copies, lost workers, Incremental
+        rounds and the re-read of running Jobs, at least every ``idle_interval``. What a pass
+        writes on the hub marks its workloads for the next pass."""
         engine = self.engine
         assert engine is not None
         now = self.clock()
-        self._load_workers(engine)
-        hub = self._read_hub(engine)
-        self._refresh_job_statuses(hub)
+        full = keys is None
+        if full:
+            self._full_at = time.monotonic()
+            self._load_workers(engine)
+        hub = self._read_hub(engine, keys)
         views = {name: w.snapshot() for name, w in self.workers.items()}
-        self._write_cluster_status(engine, views, now)
-        return self._dispatch(engine, hub, views, now)
+        if full:
+            self._refresh_job_statuses(hub)
+            self._write_cluster_status(engine, views, now)
+        for key in self._dispatch(engine, hub, views, now, full):
+            self._touch(key)
 
     def _refresh_job_statuses(self, hub: _Hub) -> None:
         """Every ``idle_interval``, read again the Jobs of the workers that run this hub's
         unfinished workloads: a gpuaas worker's Job status follows its pods, which its watch
         does not report, and Kueue mirrors that status until the Job finishes."""
-        at = time.monotonic()
-        if at - self._refreshed_at < self.options.idle_interval:
-            return
-        self._refreshed_at = at
         running = {
             str(status["clusterName"])
             for doc in hub.workloads.values()
@@ -203,8 +226,8 @@ class MultiKueueController:
 
     def _refresh(self, w: Worker) -> None:
         try:
-            if w.refresh_jobs():
-                self._wake.set()
+            for key in w.refresh_jobs():
+                self._touch(key)
         finally:
             self._refreshing.discard(w.name)
 
@@ -216,7 +239,7 @@ class MultiKueueController:
             seen.add(name)
             w = self.workers.get(name)
             if w is None:
-                w = Worker(name, self.clock, self._wake.set, self.options.origin)
+                w = Worker(name, self.clock, self._touch, self.options.origin)
                 self.workers[name] = w
             try:
                 raw = self._kubeconfig(engine, doc)
@@ -315,7 +338,9 @@ class MultiKueueController:
             except EngineError as exc:
                 log.warning("AdmissionCheck %s: %s", ac["metadata"]["name"], exc)
 
-    def _read_hub(self, engine: Engine) -> _Hub:
+    def _read_hub(self, engine: Engine, keys: set[str] | None) -> _Hub:
+        """The MultiKueue checks and the workloads they apply to: all, or those of ``keys``
+        (one gone since is left to the next full pass)."""
         hub = _Hub()
         acs, _ = engine.list_objects(AC_KIND)
         for ac in acs:
@@ -324,7 +349,16 @@ class MultiKueueController:
                 hub.clusters_of[str(ac["metadata"]["name"])] = clusters
         if not hub.clusters_of:
             return hub
-        docs, _ = engine.list_objects(WORKLOAD)
+        if keys is None:
+            docs, _ = engine.list_objects(WORKLOAD)
+        else:
+            docs = []
+            for key in sorted(keys):
+                ns, _, name = key.partition("/")
+                try:
+                    docs.append(engine.get(WORKLOAD, ns, name))
+                except EngineError:
+                    continue
         for doc in docs:
             for entry in (doc.get("status") or {}).get("admissionChecks") or []:
                 if entry.get("name") in hub.clusters_of:
@@ -335,18 +369,20 @@ class MultiKueueController:
 
     # -- dispatch -------------------------------------------------------------------------------
     def _dispatch(
-        self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float
-    ) -> bool:
+        self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float, full: bool
+    ) -> list[str]:
+        """Plan ``hub``'s workloads, start the remote writes, apply the hub's side; the keys of
+        the workloads it updated on the hub."""
         results: list[tuple[str, plan_mk.Plan, JsonDoc, bool]] = []
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
-        # Copies on workers whose manager workload no longer needs them: garbage.
-        for w in connected.values():
-            for key in list(w.copies):
-                if key not in hub.workloads:
-                    self._remove(w, key)
-        for key in set(self._placing) - set(hub.workloads):
-            del self._placing[key]
+        if full:  # copies on workers whose manager workload no longer needs them: garbage
+            for w in connected.values():
+                for key in list(w.copies):
+                    if key not in hub.workloads:
+                        self._remove(w, key)
+            for key in set(self._placing) - set(hub.workloads):
+                del self._placing[key]
         kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
             mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
         )
@@ -414,7 +450,8 @@ class MultiKueueController:
             for key, p, doc, job_missing in results
             if (u := self._write_back(engine, hub, key, p, doc, job_missing, connected)) is not None
         ]
-        return writes.update_workloads(engine, updates) > 0
+        writes.update_workloads(engine, updates)
+        return [u.key for u in updates]
 
     def _placed(self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]) -> str | None:
         """The worker this workload's Job went to while the hub has no clusterName yet; the

@@ -92,7 +92,10 @@ class InFlight:
     """Writes submitted to the pool and not answered yet, by (verb, worker, key)."""
 
     def __init__(
-        self, pool: ThreadPoolExecutor, workers: dict[str, Worker], wake: Callable[[], None]
+        self,
+        pool: ThreadPoolExecutor,
+        workers: dict[str, Worker],
+        wake: Callable[[str], None],
     ) -> None:
         self._pool = pool
         self._workers = workers
@@ -130,7 +133,7 @@ class InFlight:
             with self._lock:
                 self._busy.discard((op.verb, op.worker, op.key))
         if ok:
-            self._wake()
+            self._wake(op.key)
 
 
 __all__ = [

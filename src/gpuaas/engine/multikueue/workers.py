@@ -4,7 +4,7 @@ Kueue's MultiKueue keeps an informer per worker: it lists the worker's Workloads
 then watches them, and every change wakes the reconciler for that workload. A ``Worker`` here does
 the same with one thread per watched resource (Workloads and Jobs labelled with this manager's
 origin): list, then watch from the list's resourceVersion, apply each event to its cache, call
-``notify`` (the controller's wake-up), and on a failed call mark the worker unreachable and list
+``notify`` (the controller's wake-up, with the changed workload's key), and on a failed call mark the worker unreachable and list
 again after a short pause. The controller never reads a worker over the network in its pass: it
 takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
 answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
@@ -55,7 +55,7 @@ class Worker:
 
     name: str
     clock: Callable[[], float]
-    notify: Callable[[], None]
+    notify: Callable[[str | None], None]  # a workload's key, or None: the whole worker
     origin: str
     config: bytes | None = None
     client: RemoteClient | None = None
@@ -110,21 +110,21 @@ class Worker:
                 self.lost_since, dict(self.copies), dict(self.jobs),
             )  # fmt: skip
 
-    def refresh_jobs(self) -> bool:
+    def refresh_jobs(self) -> list[str]:
         """Read the Jobs again and take the newer status of those the watch knows (a Job's
         status on a gpuaas worker follows its pods without a change its watch would send).
-        True when a status changed."""
+        The keys whose status changed."""
         client = self.client
         if client is None:
-            return False
+            return []
         try:
             items, _ = client.list_with_version(JOBS, "jobs", ORIGIN_LABEL, self.origin)
         except RemoteError:
-            return False  # whether it answers is the watches' to say
+            return []  # whether it answers is the watches' to say
         with self._lock:
             if self.client is not client:
-                return False
-            return any([self._take_job(doc) for doc in items])
+                return []
+            return [key_of(doc) for doc in items if self._take_job(doc)]
 
     def fresh_job(self, key: str) -> JsonDoc | None:
         """One Job read now (a finishing workload's last status), or None if it is gone."""
@@ -176,7 +176,7 @@ class Worker:
                     setattr(self, attr, {key_of(d): d for d in items})
                     self._synced.add(attr)
                     self._mark_answering()
-                self.notify()
+                self.notify(None)
                 while not stop.is_set():
                     for type_, obj in client.watch(base, plural, ORIGIN_LABEL, self.origin, rv):
                         rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
@@ -190,7 +190,7 @@ class Worker:
                                 cache.pop(key_of(obj), None)
                             else:
                                 cache[key_of(obj)] = obj
-                        self.notify()
+                        self.notify(key_of(obj))
             except RemoteError as exc:
                 with self._lock:
                     if stop.is_set():
@@ -200,7 +200,7 @@ class Worker:
                     self.reason, self.message = "ClientConnectionFailed", str(exc)
                     if self.lost_since is None:
                         self.lost_since = self.clock()
-                self.notify()
+                self.notify(None)
                 stop.wait(RETRY_SECONDS)
             except Exception:  # a bug must not end the watch silently: log, list again
                 log.exception("MultiKueue: watching %s on %s", plural, self.name)
