@@ -187,7 +187,8 @@ class MultiKueueController:
                 self.sync_once(None if full else keys)
             except Exception:  # keep dispatching: the next full pass reads everything again
                 log.exception("MultiKueue pass failed")
-                self._touch(None)
+                with self._dirty_lock:
+                    self._full = True  # at the next wake-up or idle_interval, not at once
 
     # -- one pass ---------------------------------------------------------------------------------
     def sync_once(self, keys: set[str] | None = None) -> None:
