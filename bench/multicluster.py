@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import tempfile
 import threading
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 from typer.testing import CliRunner
 
 from gpuaas.api.testing import ServerProcess
@@ -98,15 +101,34 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))] if xs else float("nan")
 
 
+def _cpu(srv: ServerProcess) -> float:
+    """CPU seconds a server process (and its pods, once reaped) used so far."""
+    try:
+        t = psutil.Process(srv.proc.pid if srv.proc else -1).cpu_times()
+    except psutil.Error:
+        return float("nan")
+    return float(t.user + t.system + t.children_user + t.children_system)
+
+
+def _self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=300)
     ap.add_argument("--keep", type=Path, default=None, help="keep data dirs here")
+    ap.add_argument(
+        "--worker-runtime",
+        default="local",
+        help="the workers' runtime: local (real processes) or none (no pods: admission only)",
+    )
     args = ap.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
     hub = ServerProcess(base / "hub")
     workers = [
-        ServerProcess(base / f"w{i}", extra=("--runtime", "local", "--fake-gpus", "0"))
+        ServerProcess(base / f"w{i}", extra=("--runtime", args.worker_runtime, "--fake-gpus", "0"))
         for i in (1, 2, 3)
     ]
     created: dict[str, float] = {}
@@ -188,15 +210,25 @@ def main() -> None:
             r = clients[i % 8].post("/apis/batch/v1/namespaces/default/jobs", json=_job(name))
             r.raise_for_status()
 
+        load0 = os.getloadavg()
+        cpu0 = {"bench": _self_cpu(), "hub": _cpu(hub)} | {
+            f"w{i}": _cpu(w) for i, w in enumerate(workers, 1)
+        }
         t0 = time.monotonic()
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(create, range(args.jobs)))
         t_created = time.monotonic()
         deadline = t_created + max(120.0, args.jobs / 2)
+        pods = args.worker_runtime != "none"
         while time.monotonic() < deadline and (
-            len(admitted) < args.jobs or len(started) < args.jobs
+            len(admitted) < args.jobs or (pods and len(started) < args.jobs)
         ):
             time.sleep(0.1)
+        t_end = time.monotonic()
+        cpu1 = {"bench": _self_cpu(), "hub": _cpu(hub)} | {
+            f"w{i}": _cpu(w) for i, w in enumerate(workers, 1)
+        }
+        load1 = os.getloadavg()
         for c in clients:
             c.close()
         done = [n for n in names if n in admitted]
@@ -215,6 +247,15 @@ def main() -> None:
         print(f"  hub create -> worker pod started: {len(lat_pod)}/{args.jobs} seen, "
               f"p50 {_pct(lat_pod, 50):.3f} s, p99 {_pct(lat_pod, 99):.3f} s")  # fmt: skip
         print("  target: >= 200 workloads/s, p99 < 1 s")
+        wall = t_end - t0
+        used = {k: cpu1[k] - cpu0[k] for k in cpu0}
+        total = sum(used.values())
+        print(f"  load average before {load0[0]:.2f}, after {load1[0]:.2f} (1 min; "
+              f"{os.cpu_count()} CPUs)")  # fmt: skip
+        print(f"  CPU over {wall:.1f} s: " + ", ".join(
+            f"{k} {v:.1f} s ({v / wall:.0%} of a core)" for k, v in used.items()))  # fmt: skip
+        print(f"  the load generator (this process: clients, watch, pod polling) used "
+              f"{used['bench'] / total:.0%} of the CPU the bench's processes used")  # fmt: skip
     finally:
         stop.set()
         hub.kill()

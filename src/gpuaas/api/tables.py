@@ -248,6 +248,11 @@ def _has_condition(doc: JsonDoc, type_: str) -> bool:
     return any(c.get("type") == type_ and c.get("status") == "True" for c in conds)
 
 
+def _any_condition(doc: JsonDoc, type_: str) -> bool:
+    conds = (doc.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == type_ for c in conds)
+
+
 def _job_printer() -> Printer:
     defs = [
         _NAME,
@@ -277,7 +282,11 @@ def _job_printer() -> Printer:
         else:
             if doc["metadata"].get("deletionTimestamp"):
                 state = "Terminating"
-            elif _has_condition(doc, "Suspended") or spec.get("suspend") is True:
+            elif _has_condition(doc, "Suspended") or (
+                # Under Kueue spec.suspend stays as created: the condition, when there is one,
+                # says whether the job controller runs it.
+                spec.get("suspend") is True and not _any_condition(doc, "Suspended")
+            ):
                 state = "Suspended"
         start = _parse_ts(status.get("startTime"))
         end = _parse_ts(status.get("completionTime")) or now

@@ -142,6 +142,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self.observers: list[EngineObserver] = []
         # Set by a runtime bridge: what really runs for a job, shown in a RayCluster's status.
         self.job_status: Callable[[str], JsonDoc] | None = None
+        # The same for every job at once (a list of Jobs reads the runtime once, not per Job).
+        self.job_statuses: Callable[[], dict[str, JsonDoc]] | None = None
         with self._lock:
             self._load()
 

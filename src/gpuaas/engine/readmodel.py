@@ -33,7 +33,9 @@ from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.views import ClusterView, WorkloadView
 from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store
 from gpuaas.vocab import notebook_status, ray_status
+from gpuaas.vocab.job_status import job_status as render_job_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
+from gpuaas.vocab.multikueue import MANAGED_BY
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -61,6 +63,7 @@ class ReadModel:
     store: Store
     committer: GroupCommitter
     job_status: Callable[[str], JsonDoc] | None
+    job_statuses: Callable[[], dict[str, JsonDoc]] | None
     _lock: SettlingLock
     _loads: int
     _audit: list[Event]
@@ -96,6 +99,25 @@ class ReadModel:
             rec.key.namespace, rec.key.name, st, live, why, stopped
         )
 
+    def _job_shown(self, rec: ObjectRecord, all_live: dict[str, JsonDoc] | None = None) -> JsonDoc:
+        """A Job with the status Kubernetes' job controller would give it (vocab.job_status),
+        except one a MultiKueue manager dispatched: its stored status is its worker's.
+        ``all_live``: every job's pods, read once for a whole list."""
+        if (rec.doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
+            return rec.doc
+        key = f"{rec.key.namespace}/{rec.key.name}"
+        if all_live is not None:
+            live = all_live.get(key) or {}
+        else:
+            live = self.job_status(key) if self.job_status is not None else {}
+        restarts = live.get("restarts") or {}
+        pods = [
+            {"phase": phase, "restarts": restarts.get(name, 0)}
+            for name, phase in (live.get("pods") or {}).items()
+        ]
+        st = self._cluster.workloads.get(key)
+        return {**rec.doc, "status": render_job_status(st, pods)}
+
     def list_objects(
         self, kind: Kind, namespaces: set[str] | None = None
     ) -> tuple[list[JsonDoc], int]:
@@ -111,6 +133,9 @@ class ReadModel:
                 known = self._cluster.positions()
                 docs = [{**r.doc, "status": self._notebook_status(r, known)} for r in recs]
                 return docs, self.rv
+            if kind.kind == "Job" and kind.group == "batch":
+                live = self.job_statuses() if self.job_statuses is not None else {}
+                return [self._job_shown(r, live) for r in recs], self.rv
             return [self._shown(kind, r) for r in recs], self.rv
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
@@ -123,6 +148,8 @@ class ReadModel:
             return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
         if kind.kind == "Notebook":
             return {**rec.doc, "status": self._notebook_status(rec, None)}
+        if kind.kind == "Job" and kind.group == "batch":
+            return self._job_shown(rec)
         if kind.kind not in ("ClusterQueue", "LocalQueue"):
             return rec.doc
         doc = dict(rec.doc)

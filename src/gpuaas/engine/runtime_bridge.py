@@ -97,6 +97,7 @@ class RuntimeBridge:
             raise ValueError("a runtime needs Engine(live_runtime=True): quota waits for stops")
         self._engine = engine
         engine.job_status = self.job_status
+        engine.job_statuses = self.pod_phases
         engine.add_observer(self)  # adopts (on_attach), under the engine lock
         engine.tick()  # reconciles (a new epoch), records the adoptions, persists
         return self._adopted
@@ -192,7 +193,8 @@ class RuntimeBridge:
         return out
 
     def job_status(self, key: str) -> dict[str, Any]:
-        """What really runs for ``key``: pod phases and, for a RayCluster, its Ray nodes' records.
+        """What really runs for ``key``: pod phases and failed attempts and, for a RayCluster, its
+        Ray nodes' records.
 
         Called by the engine while it renders a job, under its lock.
         """
@@ -200,7 +202,21 @@ class RuntimeBridge:
             run = self.runtime.running().get(key)
         return {
             "pods": {p.name: p.phase for p in run.pods} if run else {},
+            "restarts": {p.name: p.restarts for p in run.pods} if run else {},
             "ray": read_states(self._ray_dir(key)) if run else {},
+        }
+
+    def pod_phases(self) -> dict[str, dict[str, Any]]:
+        """Every workload's pod phases and failed attempts, the runtime read once (a Job
+        list's statuses); Ray records are left out."""
+        with self._lock:
+            runs = self.runtime.running()
+        return {
+            key: {
+                "pods": {p.name: p.phase for p in run.pods},
+                "restarts": {p.name: p.restarts for p in run.pods},
+            }
+            for key, run in runs.items()
         }
 
     def logs(self, key: str, pod: str | None, follow: bool) -> Iterator[str]:

@@ -3,14 +3,20 @@ check's Active condition, and dispatching workloads to workers and back.
 
 It is a ``CheckController`` (``engine.checks``) for ``kueue.x-k8s.io/multikueue`` that writes its
 checks' Active condition itself (``sets_active``), as Kueue's ``ACReconciler`` does. All remote
-I/O runs on its own thread (and a small pool for calls to several workers at once), never under
-the engine lock: a pass (1) reads each worker's copies of the manager's objects (one list of
-Workloads, one of Jobs, by the origin label), which also says whether it answers, (2) writes each
-MultiKueueCluster's and AdmissionCheck's Active, (3) plans each workload group with the pure
-``core.multikueue.reconcile``, (4) carries out the remote calls in parallel, then (5) writes the
-manager's side (check states, nomination, ``clusterName``, finishing, Job status) through
-``writes``. A Reserve only wakes the thread. What it decides is Kueue's; how it reaches a worker is
-``remote``'s.
+I/O runs on its own thread (and a pool for calls to several workers at once), never under the
+engine lock. Each worker is watched (``workers``: list, then watch its Workloads and Jobs by the
+origin label), so a pass reads no worker over the network: it (1) takes a snapshot of each
+worker's watched copies and whether it answers, (2) writes each MultiKueueCluster's and
+AdmissionCheck's Active, (3) plans each workload group with the pure ``core.multikueue.reconcile``,
+(4) carries out the remote writes in parallel on each worker's persistent connections, then (5)
+writes the manager's side (check states, nomination, ``clusterName``, finishing, Job status)
+through ``writes``, all of a pass's workloads in one commit. Passes are event-driven: a Reserve on
+the hub, every change a worker's watch sees and every answered write mark their workload and wake
+the thread, whose next pass plans those workloads only (as Kueue reconciles each workload on its
+own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
+timeouts, Incremental rounds, the re-read of running Jobs) runs at least every ``idle_interval``
+and whenever a worker's connection changes. What it decides is Kueue's; how it
+reaches a worker is ``remote``'s.
 """
 
 from __future__ import annotations
@@ -29,14 +35,22 @@ from typing import TYPE_CHECKING, Any
 from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue.operations import (
+    CREATE_COPY,
+    CREATE_JOB,
+    REMOVE,
+    InFlight,
+    Operation,
+    job_copy,
+    workload_copy,
+)
 from gpuaas.engine.multikueue.remote import (
-    JOBS,
     WORKLOADS,
     KubeConfigError,
     RemoteClient,
-    RemoteError,
     parse_kubeconfig,
 )
+from gpuaas.engine.multikueue.workers import Worker, WorkerView
 from gpuaas.engine.views import WorkloadView
 from gpuaas.vocab import multikueue as mk
 from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, SECRET, WORKLOAD
@@ -58,24 +72,8 @@ class MultiKueueOptions:
     worker_lost_timeout: float = mk.DEFAULT_WORKER_LOST_TIMEOUT
     dispatcher: str = mk.DISPATCHER_ALL_AT_ONCE
     origin: str = mk.DEFAULT_ORIGIN
-    interval: float = 0.05  # seconds between passes while a workload waits for a worker
-    idle_interval: float = 1.0  # seconds between passes otherwise (worker health, finishes)
-
-
-@dataclass(slots=True)
-class Worker:
-    """One MultiKueueCluster as the controller keeps it between passes."""
-
-    name: str
-    config: bytes | None = None
-    client: RemoteClient | None = None
-    active: bool = False
-    reason: str = ""
-    message: str = ""
-    lost_since: float | None = None
-    failures: int = 0
-    copies: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Workload
-    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job
+    interval: float = 0.005  # after a wake-up, gather this long's further events in one pass
+    idle_interval: float = 1.0  # seconds between passes with no event (timeouts, rounds)
 
 
 def _cond(doc: JsonDoc | None, type_: str) -> JsonDoc | None:
@@ -113,37 +111,6 @@ def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
     return plan_mk.RemoteCopy(admitted_at, finished, _true(doc, "Evicted"), pending, has_job)
 
 
-def workload_copy(local: JsonDoc, origin: str) -> JsonDoc:
-    """Kueue's ``cloneForCreate``: labels and annotations, the origin label, the spec."""
-    meta = local.get("metadata") or {}
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
-    labels[mk.ORIGIN_LABEL] = origin
-    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
-    if meta.get("annotations"):
-        out_meta["annotations"] = dict(meta["annotations"])
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": out_meta,
-        "spec": local.get("spec") or {},
-    }
-
-
-def job_copy(job: JsonDoc, workload: str, origin: str) -> JsonDoc:
-    """The Job Kueue's batch Job adapter creates on the worker: labelled with the prebuilt
-    Workload and the origin, without ``managedBy`` (the worker runs it)."""
-    meta = job.get("metadata") or {}
-    labels = dict(meta.get("labels") or {})
-    labels[mk.PREBUILT_WORKLOAD_LABEL] = workload
-    labels[mk.ORIGIN_LABEL] = origin
-    spec = {k: v for k, v in (job.get("spec") or {}).items() if k != "managedBy"}
-    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
-    if meta.get("annotations"):
-        out_meta["annotations"] = dict(meta["annotations"])
-    return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": out_meta,
-            "spec": spec}  # fmt: skip
-
-
 @dataclass(slots=True)
 class _Hub:
     """What a pass read of the manager: each workload's doc and its MultiKueue check."""
@@ -168,11 +135,20 @@ class MultiKueueController:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
-        self._in_flight = 0  # workloads holding quota on the hub, not yet on a worker
+        self._refreshing: set[str] = set()  # workers whose Jobs are being re-read
+        self._in_flight = InFlight(self._pool, self.workers, self._touch)
+        # What changed since the last pass: workload keys, or everything (a full pass).
+        self._dirty: set[str] = set()
+        self._full = True
+        self._full_at = 0.0  # monotonic time of the last full pass
+        self._dirty_lock = threading.Lock()
+        # workload -> the worker its Job was sent to, until the hub records it as clusterName:
+        # the choice holds meanwhile, so a copy admitted elsewhere later never wins too.
+        self._placing: dict[str, str] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
-        self._wake.set()  # under the engine lock: only wake the thread
+        self._touch(workload.key)  # under the engine lock: only note it and wake the thread
 
     def start(self, engine: Engine) -> None:
         self.engine = engine
@@ -186,38 +162,75 @@ class MultiKueueController:
             self._thread.join(timeout=10)
         self._pool.shutdown(wait=True)
         for w in self.workers.values():
-            if w.client is not None:
-                w.client.close()
+            w.disconnect(None, "", "")
+
+    def _touch(self, key: str | None) -> None:
+        """Something changed for workload ``key`` (None: for a whole worker); wake the thread."""
+        with self._dirty_lock:
+            if key is None:
+                self._full = True
+            else:
+                self._dirty.add(key)
+        self._wake.set()
 
     def _loop(self) -> None:
-        busy, last_change = True, time.monotonic()
         while not self._stop.is_set():
-            self._wake.wait(self.options.interval if busy else self.options.idle_interval)
+            if self._wake.wait(self.options.idle_interval):
+                self._stop.wait(self.options.interval)  # let a burst of events gather
             self._wake.clear()
+            with self._dirty_lock:
+                keys, full = self._dirty, self._full
+                self._dirty, self._full = set(), False
+            if time.monotonic() - self._full_at >= self.options.idle_interval:
+                full = True
             try:
-                again = self.sync_once()
-            except Exception:  # keep dispatching: the next pass reads everything again
+                self.sync_once(None if full else keys)
+            except Exception:  # keep dispatching: the next full pass reads everything again
                 log.exception("MultiKueue pass failed")
-                again = False
-            now = time.monotonic()
-            if again:
-                last_change = now
-                self._wake.set()
-            # Poll fast while workloads wait for a worker and things move; a workload no worker
-            # admits for a while is looked at every idle_interval.
-            busy = self._in_flight > 0 and now - last_change < 5.0
+                with self._dirty_lock:
+                    self._full = True  # at the next wake-up or idle_interval, not at once
 
     # -- one pass ---------------------------------------------------------------------------------
-    def sync_once(self) -> bool:
-        """One pass; True when it changed something a further pass should look at at once."""
+    def sync_once(self, keys: set[str] | None = None) -> None:
+        """One pass over the workloads ``keys`` (those something changed for), or a full pass
+        (None): every workload, the workers' Active, garbage copies, lost workers, Incremental
+        rounds and the re-read of running Jobs, at least every ``idle_interval``. What a pass
+        writes on the hub marks its workloads for the next pass."""
         engine = self.engine
         assert engine is not None
         now = self.clock()
-        self._load_workers(engine)
-        list(self._pool.map(lambda w: self._read_worker(w, now), list(self.workers.values())))
-        self._write_cluster_status(engine, now)
-        hub = self._read_hub(engine)
-        return self._dispatch(engine, hub, now)
+        full = keys is None
+        if full:
+            self._full_at = time.monotonic()
+            self._load_workers(engine)
+        hub = self._read_hub(engine, keys)
+        views = {name: w.snapshot() for name, w in self.workers.items()}
+        if full:
+            self._refresh_job_statuses(hub)
+            self._write_cluster_status(engine, views, now)
+        for key in self._dispatch(engine, hub, views, now, full):
+            self._touch(key)
+
+    def _refresh_job_statuses(self, hub: _Hub) -> None:
+        """Every ``idle_interval``, read again the Jobs of the workers that run this hub's
+        unfinished workloads: a gpuaas worker's Job status follows its pods, which its watch
+        does not report, and Kueue mirrors that status until the Job finishes."""
+        running = {
+            str(status["clusterName"])
+            for doc in hub.workloads.values()
+            if (status := doc.get("status") or {}).get("clusterName") and not _true(doc, "Finished")
+        }
+        for name, w in self.workers.items():
+            if name in running and name not in self._refreshing:
+                self._refreshing.add(name)  # one re-read per worker at a time, never awaited
+                self._pool.submit(self._refresh, w)
+
+    def _refresh(self, w: Worker) -> None:
+        try:
+            for key in w.refresh_jobs():
+                self._touch(key)
+        finally:
+            self._refreshing.discard(w.name)
 
     def _load_workers(self, engine: Engine) -> None:
         docs, _ = engine.list_objects(MULTIKUEUE_CLUSTER)
@@ -225,23 +238,20 @@ class MultiKueueController:
         for doc in docs:
             name = str(doc["metadata"]["name"])
             seen.add(name)
-            w = self.workers.setdefault(name, Worker(name))
+            w = self.workers.get(name)
+            if w is None:
+                w = Worker(name, self.clock, self._touch, self.options.origin)
+                self.workers[name] = w
             try:
                 raw = self._kubeconfig(engine, doc)
                 if raw != w.config or w.client is None:
-                    if w.client is not None:
-                        w.client.close()
-                    w.config, w.client = raw, RemoteClient(parse_kubeconfig(raw))
+                    w.connect(raw, RemoteClient(parse_kubeconfig(raw)))
             except KubeConfigError as exc:
-                if w.client is not None:
-                    w.client.close()
-                w.config, w.client, w.active = None, None, False
-                w.reason, w.message = exc.reason, f"load client config failed: {exc}"
-                w.copies, w.jobs = {}, {}
+                message = f"load client config failed: {exc}"
+                if w.client is not None or (w.reason, w.message) != (exc.reason, message):
+                    w.disconnect(None, exc.reason, message)
         for name in set(self.workers) - seen:
-            gone = self.workers.pop(name)
-            if gone.client is not None:
-                gone.client.close()
+            self.workers.pop(name).disconnect(None, "", "")
 
     def _kubeconfig(self, engine: Engine, doc: JsonDoc) -> bytes:
         ref = mk.kubeconfig_ref(doc)
@@ -269,26 +279,10 @@ class MultiKueueController:
         except (binascii.Error, ValueError):
             raise KubeConfigError("BadKubeConfig", "kubeconfig: bad base64") from None
 
-    def _read_worker(self, w: Worker, now: float) -> None:
-        if w.client is None:
-            return
-        origin = self.options.origin
-        try:
-            copies = w.client.list_labelled(WORKLOADS, "workloads", mk.ORIGIN_LABEL, origin)
-            jobs = w.client.list_labelled(JOBS, "jobs", mk.ORIGIN_LABEL, origin)
-        except RemoteError as exc:
-            w.failures += 1
-            if w.lost_since is None:
-                w.lost_since = now
-            w.active, w.reason, w.message = False, "ClientConnectionFailed", str(exc)
-            return
-        w.copies = {_key(d): d for d in copies}
-        w.jobs = {_key(d): d for d in jobs}
-        w.active, w.reason, w.message = True, "Active", "Connected"
-        w.lost_since, w.failures = None, 0
-
-    def _write_cluster_status(self, engine: Engine, now: float) -> None:
-        for w in self.workers.values():
+    def _write_cluster_status(
+        self, engine: Engine, views: dict[str, WorkerView], now: float
+    ) -> None:
+        for w in views.values():
             try:
                 doc = engine.get(MULTIKUEUE_CLUSTER, None, w.name)
             except EngineError:
@@ -310,7 +304,7 @@ class MultiKueueController:
                 "observedGeneration": doc["metadata"].get("generation", 1),
             }
             writes.write_status(engine, MULTIKUEUE_CLUSTER, None, w.name, {"conditions": [cond]})
-        self._write_check_active(engine, now)
+        self._write_check_active(engine, views, now)
 
     def _config_clusters(self, engine: Engine, ac: JsonDoc) -> tuple[str | None, list[str]]:
         params = (ac.get("spec") or {}).get("parameters")
@@ -324,13 +318,13 @@ class MultiKueueController:
             return f'multikueueconfigs.kueue.x-k8s.io "{name}" not found', []
         return None, mk.config_clusters(cfg)
 
-    def _write_check_active(self, engine: Engine, now: float) -> None:
+    def _write_check_active(self, engine: Engine, views: dict[str, WorkerView], now: float) -> None:
         acs, _ = engine.list_objects(AC_KIND)
         for ac in acs:
             if (ac.get("spec") or {}).get("controllerName") != mk.CONTROLLER_NAME:
                 continue
             error, clusters = self._config_clusters(engine, ac)
-            active = {w.name: w.active for w in self.workers.values()}
+            active = {w.name: w.active for w in views.values()}
             status, reason, message = plan_mk.admission_check_active(error, clusters, active)
             cond = {
                 "type": "Active",
@@ -345,7 +339,9 @@ class MultiKueueController:
             except EngineError as exc:
                 log.warning("AdmissionCheck %s: %s", ac["metadata"]["name"], exc)
 
-    def _read_hub(self, engine: Engine) -> _Hub:
+    def _read_hub(self, engine: Engine, keys: set[str] | None) -> _Hub:
+        """The MultiKueue checks and the workloads they apply to: all, or those of ``keys``
+        (one gone since is left to the next full pass)."""
         hub = _Hub()
         acs, _ = engine.list_objects(AC_KIND)
         for ac in acs:
@@ -354,7 +350,16 @@ class MultiKueueController:
                 hub.clusters_of[str(ac["metadata"]["name"])] = clusters
         if not hub.clusters_of:
             return hub
-        docs, _ = engine.list_objects(WORKLOAD)
+        if keys is None:
+            docs, _ = engine.list_objects(WORKLOAD)
+        else:
+            docs = []
+            for key in sorted(keys):
+                ns, _, name = key.partition("/")
+                try:
+                    docs.append(engine.get(WORKLOAD, ns, name))
+                except EngineError:
+                    continue
         for doc in docs:
             for entry in (doc.get("status") or {}).get("admissionChecks") or []:
                 if entry.get("name") in hub.clusters_of:
@@ -364,29 +369,36 @@ class MultiKueueController:
         return hub
 
     # -- dispatch -------------------------------------------------------------------------------
-    def _dispatch(self, engine: Engine, hub: _Hub, now: float) -> bool:
-        ops: list[Callable[[], tuple[bool, str]]] = []
-        results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
-        in_flight = 0
-        connected = {n: w for n, w in self.workers.items() if w.client is not None and w.active}
-        unavailable = [n for n, w in self.workers.items() if not w.active]
-        # Copies on workers whose manager workload no longer needs them: garbage.
-        for w in connected.values():
-            for key in list(w.copies):
-                if key not in hub.workloads:
-                    ops.append(self._remove(w, key))
+    def _dispatch(
+        self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float, full: bool
+    ) -> list[str]:
+        """Plan ``hub``'s workloads, start the remote writes, apply the hub's side; the keys of
+        the workloads it updated on the hub."""
+        results: list[tuple[str, plan_mk.Plan, JsonDoc, bool]] = []
+        connected = {n: w for n, w in views.items() if w.client is not None and w.active}
+        unavailable = [n for n, w in views.items() if not w.active]
+        if full:  # copies on workers whose manager workload no longer needs them: garbage
+            for w in connected.values():
+                for key in list(w.copies):
+                    if key not in hub.workloads:
+                        self._remove(w, key)
+            for key in set(self._placing) - set(hub.workloads):
+                del self._placing[key]
+        kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
+            mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
+        )
         for key, doc in hub.workloads.items():
             check = hub.check_of[key]
             clusters = hub.clusters_of.get(check, [])
-            state: JsonDoc = next(
-                (e for e in doc["status"].get("admissionChecks", []) if e.get("name") == check), {}
-            )
             status = doc.get("status") or {}
+            state: JsonDoc = next(
+                (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
+            )
             local = plan_mk.Local(
                 holds_quota=_true(doc, "QuotaReserved"),
                 finished=_true(doc, "Finished"),
                 check_state=str(state.get("state", "Pending")),
-                cluster_name=status.get("clusterName"),
+                cluster_name=status.get("clusterName") or self._placed(key, doc, connected),
                 nominated=tuple(status.get("nominatedClusterNames") or ()),
             )
             remotes = {
@@ -394,11 +406,6 @@ class MultiKueueController:
                 for n, w in connected.items()
                 if n in clusters
             }
-            kind = plan_mk.ALL_AT_ONCE
-            name = mk.dispatcher_kind(self.options.dispatcher)
-            kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
-                name, plan_mk.ALL_AT_ONCE
-            )
             nomination, started = plan_mk.nominate(
                 kind,
                 clusters,
@@ -412,7 +419,7 @@ class MultiKueueController:
             if started is not None:
                 self._rounds[key] = started
             lost_for = None
-            chosen = self.workers.get(local.cluster_name or "")
+            chosen = views.get(local.cluster_name or "")
             if chosen is not None and chosen.lost_since is not None:
                 lost_for = now - chosen.lost_since
             p = plan_mk.reconcile(
@@ -420,88 +427,77 @@ class MultiKueueController:
                 self.options.worker_lost_timeout,
             )  # fmt: skip
             for n in p.delete_on:
-                ops.append(self._remove(connected[n], key))
+                self._remove(connected[n], key)
             for n in p.create_on:
-                ops.append(self._create_copy(connected[n], doc))
+                self._submit(
+                    CREATE_COPY, connected[n], key, workload_copy(doc, self.options.origin)
+                )
+            job_missing = False
             if p.create_job_on is not None:
-                ops.append(self._create_job(engine, connected[p.create_job_on], doc))
-            results.append((key, p, doc))
-            if local.holds_quota and not local.finished and local.cluster_name is None:
-                in_flight += 1
-        failed: set[str] = set()
-        for ok, key in self._pool.map(lambda op: op(), ops):
-            if not ok:
-                failed.add(key)
+                job_missing = self._create_job(engine, connected[p.create_job_on], doc)
+            results.append((key, p, doc, job_missing))
+        # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
+        finishing = [
+            (views[str(doc["status"]["clusterName"])], key)
+            for key, p, doc, _ in results
+            if p.finish is not None and (doc.get("status") or {}).get("clusterName") in views
+        ]
+        reads = self._pool.map(lambda wk: self.workers[wk[0].name].fresh_job(wk[1]), finishing)
+        for (w, key), job in zip(finishing, list(reads), strict=True):
+            if job is not None:
+                w.jobs[key] = job
         updates = [
             u
-            for key, p, doc in results
-            if (u := self._write_back(engine, hub, key, p, doc, failed, connected)) is not None
+            for key, p, doc, job_missing in results
+            if (u := self._write_back(engine, hub, key, p, doc, job_missing, connected)) is not None
         ]
-        applied = writes.update_workloads(engine, updates)
-        self._in_flight = in_flight
-        return bool(ops) or applied > 0
+        writes.update_workloads(engine, updates)
+        return [u.key for u in updates]
 
-    def _remove(self, w: Worker, key: str) -> Callable[[], tuple[bool, str]]:
-        ns, _, name = key.partition("/")
-        client = w.client
-        has_job = key in w.jobs  # as last listed; a Job made since makes the delete fail: retried
+    def _placed(self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]) -> str | None:
+        """The worker this workload's Job went to while the hub has no clusterName yet; the
+        choice is dropped when that Job failed to go, its copy is gone, or quota is lost."""
+        name = self._placing.get(key)
+        if name is None:
+            return None
+        w = connected.get(name)
+        sending = self._in_flight.busy(CREATE_JOB, name, key)
+        if (
+            w is None
+            or key not in w.copies
+            or not _true(doc, "QuotaReserved")
+            or (not sending and key not in w.jobs)
+        ):
+            del self._placing[key]
+            return None
+        return name
 
-        def op() -> tuple[bool, str]:
-            assert client is not None
-            try:
-                if has_job:
-                    client.delete(JOBS, "jobs", ns, name)  # the Job first: it owns the copy
-                client.delete(WORKLOADS, "workloads", ns, name)
-            except RemoteError as exc:
-                log.info("MultiKueue: removing %s from %s: %s", key, w.name, exc)
-                return False, key
-            return True, key
+    def _submit(self, verb: str, w: WorkerView, key: str, body: JsonDoc | None = None,
+                base: str = WORKLOADS, plural: str = "workloads") -> None:  # fmt: skip
+        if w.client is not None:
+            self._in_flight.submit(Operation(verb, w.name, key, w.client, base, plural, body))
 
-        return op
+    def _remove(self, w: WorkerView, key: str) -> None:
+        if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
+            self._in_flight.submit(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
 
-    def _create_copy(self, w: Worker, local: JsonDoc) -> Callable[[], tuple[bool, str]]:
-        body, key, client = workload_copy(local, self.options.origin), _key(local), w.client
-
-        def op() -> tuple[bool, str]:
-            assert client is not None
-            try:
-                client.create(WORKLOADS, "workloads", body)
-            except RemoteError as exc:
-                log.info("MultiKueue: copying %s to %s: %s", key, w.name, exc)
-                return False, key
-            return True, key
-
-        return op
-
-    def _create_job(
-        self, engine: Engine, w: Worker, local: JsonDoc
-    ) -> Callable[[], tuple[bool, str]]:
-        key, client = _key(local), w.client
+    def _create_job(self, engine: Engine, w: WorkerView, local: JsonDoc) -> bool:
+        """Send the workload's Job to the worker that admitted its copy; False for a bare
+        Workload (its copy is all that runs), True while the Job is not known there."""
+        key = _key(local)
         owner = ((local.get("metadata") or {}).get("ownerReferences") or [{}])[0]
         kind = BY_KIND.get(str(owner.get("kind", "")))
+        if kind is None or not kind.job:
+            return False
         ns, _, name = key.partition("/")
-        job = None
-        if kind is not None and kind.job:
-            try:
-                job = engine.get(kind, ns, name)
-            except EngineError:
-                job = None
-
-        def op() -> tuple[bool, str]:
-            assert client is not None
-            if job is None:
-                return True, key  # a bare Workload: nothing runs it but its copy
-            base = kind.base_path() if kind is not None else JOBS
-            try:
-                client.create(
-                    base, kind.plural if kind else "jobs", job_copy(job, name, self.options.origin)
-                )
-            except RemoteError as exc:
-                log.info("MultiKueue: creating the job of %s on %s: %s", key, w.name, exc)
-                return False, key
-            return True, key
-
-        return op
+        try:
+            job = engine.get(kind, ns, name)
+        except EngineError:
+            return False
+        self._placing[key] = w.name
+        body = job_copy(job, name, self.options.origin)
+        self._submit(CREATE_JOB, w, key, body, kind.base_path(), kind.plural)
+        return True
 
     def _write_back(
         self,
@@ -510,8 +506,8 @@ class MultiKueueController:
         key: str,
         p: plan_mk.Plan,
         doc: JsonDoc,
-        failed: set[str],
-        connected: dict[str, Worker],
+        job_missing: bool,
+        connected: dict[str, WorkerView],
     ) -> writes.WorkloadUpdate | None:
         """The manager-side update a plan asks for, or None when nothing changes."""
         check = hub.check_of[key]
@@ -521,8 +517,8 @@ class MultiKueueController:
             return writes.WorkloadUpdate(
                 key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
             )
-        if key in failed and p.check is not None and p.check[0] == plan_mk.READY:
-            return None  # its Job did not reach the worker: Ready waits for the next pass
+        if job_missing and p.check is not None and p.check[0] == plan_mk.READY:
+            return None  # its Job is on its way to the worker: Ready waits until it is there
         status = doc.get("status") or {}
         current: JsonDoc = next(
             (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
@@ -542,7 +538,7 @@ class MultiKueueController:
         )
 
     def _mirror_job(
-        self, engine: Engine, key: str, doc: JsonDoc, connected: dict[str, Worker]
+        self, engine: Engine, key: str, doc: JsonDoc, connected: dict[str, WorkerView]
     ) -> None:
         """Kueue's SyncJob for a batch Job: the worker's Job status, copied to the manager's."""
         chosen = connected.get(str((doc.get("status") or {}).get("clusterName") or ""))

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import ssl
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +29,10 @@ JsonDoc = dict[str, Any]
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2"
 JOBS = "/apis/batch/v1"
 _TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+# A watch asks the server to end it after this long (and the bookmarks it asks for come every
+# few seconds on a gpuaas server); a stream silent for longer than _WATCH_READ is re-watched.
+WATCH_SECONDS = 60
+_WATCH_READ = 15.0
 
 
 class KubeConfigError(Exception):
@@ -150,10 +156,71 @@ class RemoteClient:
         raise RemoteError(f"{r.request.method} {r.request.url.path}: {r.status_code}: {message}")
 
     def list_labelled(self, base: str, plural: str, label: str, value: str) -> list[JsonDoc]:
+        return self.list_with_version(base, plural, label, value)[0]
+
+    def list_with_version(
+        self, base: str, plural: str, label: str, value: str
+    ) -> tuple[list[JsonDoc], str]:
+        """The labelled objects and the list's resourceVersion, where a watch starts."""
         sel = quote(f"{label}={value}", safe="")
         r = self._ok(self._call("GET", f"{base}/{plural}?labelSelector={sel}"))
-        items = r.json().get("items") or []
-        return [i for i in items if isinstance(i, dict)]
+        try:
+            body = r.json()
+        except ValueError:
+            raise RemoteError(f"GET {base}/{plural}: not JSON") from None
+        items = body.get("items") or []
+        rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        return [i for i in items if isinstance(i, dict)], rv
+
+    def watch(
+        self, base: str, plural: str, label: str, value: str, resource_version: str
+    ) -> Iterator[tuple[str, JsonDoc]]:
+        """The changes after ``resource_version`` as (type, object), BOOKMARKs included, until
+        the server ends the stream or it stays silent too long (then it just ends: the caller
+        watches again from the last resourceVersion). An ERROR event (410 Expired: the caller
+        lists again) and a failed connection raise ``RemoteError``."""
+        sel = quote(f"{label}={value}", safe="")
+        path = (
+            f"{base}/{plural}?watch=true&labelSelector={sel}&allowWatchBookmarks=true"
+            f"&timeoutSeconds={WATCH_SECONDS}&resourceVersion={quote(resource_version)}"
+        )
+        timeout = httpx.Timeout(_TIMEOUT.connect or 2.0, read=_WATCH_READ)
+        opened = False
+        try:
+            with self.http.stream("GET", path, timeout=timeout) as r:
+                opened = True
+                if r.status_code >= 300:
+                    r.read()
+                    self._ok(r)
+                for line in r.iter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        raise RemoteError(f"watch {base}/{plural}: bad line") from None
+                    kind, obj = str(event.get("type", "")), event.get("object") or {}
+                    if kind == "ERROR":
+                        raise RemoteError(f"watch {base}/{plural}: {obj.get('message', obj)}")
+                    yield kind, obj
+        except httpx.ReadTimeout:
+            if opened:
+                return  # an open stream silent for too long: watch again
+            raise RemoteError(f"watch {self.target.server}{base}/{plural}: no answer") from None
+        except httpx.HTTPError as exc:
+            detail = str(exc) or type(exc).__name__
+            raise RemoteError(f"watch {self.target.server}{base}/{plural}: {detail}") from None
+
+    def get(self, base: str, plural: str, namespace: str, name: str) -> JsonDoc | None:
+        """One object, or None if there is none."""
+        r = self._ok(self._call("GET", f"{base}/namespaces/{namespace}/{plural}/{name}"), 404)
+        if r.status_code == 404:
+            return None
+        try:
+            doc = r.json()
+        except ValueError:
+            raise RemoteError(f"GET {base}/{plural}/{name}: not JSON") from None
+        return doc if isinstance(doc, dict) else None
 
     def create(self, base: str, plural: str, doc: JsonDoc) -> None:
         """Create, or nothing if it exists already (a retry after a lost answer)."""

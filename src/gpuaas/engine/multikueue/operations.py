@@ -1,0 +1,147 @@
+"""The MultiKueue controller's writes to workers, in flight: what a pass asks a worker to do
+(create a Workload copy, create the Job, remove both), carried out on the pool while the
+controller goes on.
+
+A pass never waits for a worker's answers: each write is submitted here and the pass moves on,
+so one slow worker or one busy pass holds up nothing else (Kueue's reconciler likewise handles
+each workload apart). A write already in flight is not asked again by a later pass. When a
+worker answers, what it did is assumed in that worker's watched cache at once (as Kueue's cache
+assumes an admission before the API server confirms it) and the controller is woken: its next
+pass sees the copy or the Job without waiting for the watch event, which later confirms it. A
+failed write is only logged: the next pass (at the latest after ``idle_interval``) plans it
+again from what the workers show.
+
+It owns the bodies of the copies (Kueue's ``cloneForCreate`` and the Job adapter's) and the
+in-flight set; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError
+from gpuaas.engine.multikueue.workers import Worker
+from gpuaas.vocab import multikueue as mk
+
+log = logging.getLogger(__name__)
+JsonDoc = dict[str, Any]
+CREATE_COPY, CREATE_JOB, REMOVE = "create-copy", "create-job", "remove"
+
+
+def workload_copy(local: JsonDoc, origin: str) -> JsonDoc:
+    """Kueue's ``cloneForCreate``: labels and annotations, the origin label, the spec."""
+    meta = local.get("metadata") or {}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
+    labels[mk.ORIGIN_LABEL] = origin
+    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
+    if meta.get("annotations"):
+        out_meta["annotations"] = dict(meta["annotations"])
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": out_meta,
+        "spec": local.get("spec") or {},
+    }
+
+
+def job_copy(job: JsonDoc, workload: str, origin: str) -> JsonDoc:
+    """The Job Kueue's batch Job adapter creates on the worker: labelled with the prebuilt
+    Workload and the origin, without ``managedBy`` (the worker runs it)."""
+    meta = job.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    labels[mk.PREBUILT_WORKLOAD_LABEL] = workload
+    labels[mk.ORIGIN_LABEL] = origin
+    spec = {k: v for k, v in (job.get("spec") or {}).items() if k != "managedBy"}
+    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
+    if meta.get("annotations"):
+        out_meta["annotations"] = dict(meta["annotations"])
+    return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": out_meta,
+            "spec": spec}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One write to one worker: ``verb`` on ``key``; ``body`` for a create."""
+
+    verb: str
+    worker: str
+    key: str
+    client: RemoteClient
+    base: str = WORKLOADS
+    plural: str = "workloads"
+    body: JsonDoc | None = None
+    with_job: bool = False  # REMOVE: the worker has the Job too (deleted first: it owns the copy)
+
+    def run(self) -> None:
+        ns, _, name = self.key.partition("/")
+        if self.verb == REMOVE:
+            if self.with_job:
+                self.client.delete(JOBS, "jobs", ns, name)
+            self.client.delete(WORKLOADS, "workloads", ns, name)
+        else:
+            assert self.body is not None
+            self.client.create(self.base, self.plural, self.body)
+
+
+class InFlight:
+    """Writes submitted to the pool and not answered yet, by (verb, worker, key)."""
+
+    def __init__(
+        self,
+        pool: ThreadPoolExecutor,
+        workers: dict[str, Worker],
+        wake: Callable[[str], None],
+    ) -> None:
+        self._pool = pool
+        self._workers = workers
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._busy: set[tuple[str, str, str]] = set()
+
+    def submit(self, op: Operation) -> bool:
+        """Start ``op`` unless the same write is in flight already; True if started now."""
+        ident = (op.verb, op.worker, op.key)
+        with self._lock:
+            if ident in self._busy:
+                return False
+            self._busy.add(ident)
+        self._pool.submit(self._run, op)
+        return True
+
+    def busy(self, verb: str, worker: str, key: str) -> bool:
+        with self._lock:
+            return (verb, worker, key) in self._busy
+
+    def _run(self, op: Operation) -> None:
+        ok = False
+        try:
+            op.run()
+            ok = True
+        except RemoteError as exc:
+            log.info("MultiKueue: %s %s on %s: %s", op.verb, op.key, op.worker, exc)
+        except Exception:  # a bug must not leave the write marked in flight for ever
+            log.exception("MultiKueue: %s %s on %s", op.verb, op.key, op.worker)
+        finally:
+            worker = self._workers.get(op.worker)
+            if ok and worker is not None:
+                worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
+            with self._lock:
+                self._busy.discard((op.verb, op.worker, op.key))
+        if ok:
+            self._wake(op.key)
+
+
+__all__ = [
+    "CREATE_COPY",
+    "CREATE_JOB",
+    "REMOVE",
+    "InFlight",
+    "Operation",
+    "job_copy",
+    "workload_copy",
+]

@@ -1,0 +1,222 @@
+"""What the manager knows of each worker cluster, kept current by watching it.
+
+Kueue's MultiKueue keeps an informer per worker: it lists the worker's Workloads and Jobs once,
+then watches them, and every change wakes the reconciler for that workload. A ``Worker`` here does
+the same with one thread per watched resource (Workloads and Jobs labelled with this manager's
+origin): list, then watch from the list's resourceVersion, apply each event to its cache, call
+``notify`` (the controller's wake-up, with the changed workload's key), and on a failed call mark the worker unreachable and list
+again after a short pause. The controller never reads a worker over the network in its pass: it
+takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
+answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
+when its stream stays silent past the read timeout and the next watch gets no answer.
+
+It owns the watch threads and caches only; what to do with a copy is the controller's business.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError
+from gpuaas.vocab.multikueue import ORIGIN_LABEL
+
+log = logging.getLogger(__name__)
+JsonDoc = dict[str, Any]
+RETRY_SECONDS = 0.5  # pause after a failed list or watch before the next try
+_RESOURCES = (("copies", WORKLOADS, "workloads"), ("jobs", JOBS, "jobs"))
+
+
+def key_of(doc: JsonDoc) -> str:
+    meta = doc.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """One worker as a controller pass sees it: a copy of the caches, taken at once."""
+
+    name: str
+    client: RemoteClient | None
+    active: bool
+    reason: str
+    message: str
+    lost_since: float | None
+    copies: dict[str, JsonDoc]
+    jobs: dict[str, JsonDoc]
+
+
+@dataclass(slots=True)
+class Worker:
+    """One MultiKueueCluster: its client, its Active state and its watched copies."""
+
+    name: str
+    clock: Callable[[], float]
+    notify: Callable[[str | None], None]  # a workload's key, or None: the whole worker
+    origin: str
+    config: bytes | None = None
+    client: RemoteClient | None = None
+    active: bool = False
+    reason: str = ""
+    message: str = ""
+    lost_since: float | None = None
+    copies: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Workload
+    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job
+    _synced: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    # -- the controller's side ----------------------------------------------------------------
+    def connect(self, config: bytes, client: RemoteClient) -> None:
+        """Use a (new) kubeconfig: stop watching with the old client, watch with this one."""
+        self.disconnect(None, "", "")
+        with self._lock:
+            self.config, self.client = config, client
+            self.reason, self.message = "ClientConnectionFailed", "connecting"
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(
+                target=self._watch,
+                args=(client, self._stop, attr, base, plural),
+                name=f"multikueue-watch-{self.name}-{plural}",
+                daemon=True,
+            )
+            for attr, base, plural in _RESOURCES
+        ]
+        for t in self._threads:
+            t.start()
+
+    def disconnect(self, config: bytes | None, reason: str, message: str) -> None:
+        """Stop watching (a bad kubeconfig, the cluster deleted, the server closing)."""
+        self._stop.set()
+        client = self.client
+        if client is not None:
+            client.close()  # its threads see the stop under the lock and leave the caches be
+        self._threads = []
+        with self._lock:
+            self.config, self.client, self.active = config, None, False
+            self.reason, self.message = reason, message
+            self.copies, self.jobs = {}, {}
+            self._synced.clear()
+
+    def snapshot(self) -> WorkerView:
+        with self._lock:
+            return WorkerView(
+                self.name, self.client, self.active, self.reason, self.message,
+                self.lost_since, dict(self.copies), dict(self.jobs),
+            )  # fmt: skip
+
+    def refresh_jobs(self) -> list[str]:
+        """Read the Jobs again and take the newer status of those the watch knows (a Job's
+        status on a gpuaas worker follows its pods without a change its watch would send).
+        The keys whose status changed."""
+        client = self.client
+        if client is None:
+            return []
+        try:
+            items, _ = client.list_with_version(JOBS, "jobs", ORIGIN_LABEL, self.origin)
+        except RemoteError:
+            return []  # whether it answers is the watches' to say
+        with self._lock:
+            if self.client is not client:
+                return []
+            return [key_of(doc) for doc in items if self._take_job(doc)]
+
+    def fresh_job(self, key: str) -> JsonDoc | None:
+        """One Job read now (a finishing workload's last status), or None if it is gone."""
+        client = self.client
+        if client is None:
+            return None
+        ns, _, name = key.partition("/")
+        try:
+            doc = client.get(JOBS, "jobs", ns, name)
+        except RemoteError:
+            return None
+        if doc is not None:
+            with self._lock:
+                if self.client is client:
+                    self._take_job(doc)
+        return doc
+
+    def assume(self, removed: bool, key: str, plural: str, body: JsonDoc | None) -> None:
+        """What a write the worker answered did, before its watch reports it: a removed copy
+        and Job are gone, a created copy or Job is there (the watch's version replaces it)."""
+        with self._lock:
+            if removed:
+                self.copies.pop(key, None)
+                self.jobs.pop(key, None)
+            elif body is not None:
+                cache = self.copies if plural == "workloads" else self.jobs
+                cache.setdefault(key, body)
+
+    def _take_job(self, doc: JsonDoc) -> bool:
+        """A Job read by a list or a get: kept if the watch knows it and it is not older (one
+        the watch saw deleted meanwhile stays deleted)."""
+        key = key_of(doc)
+        old = self.jobs.get(key)
+        if old is None or _rv(doc) < _rv(old) or old.get("status") == doc.get("status"):
+            return False
+        self.jobs[key] = doc
+        return True
+
+    # -- the watch threads -------------------------------------------------------------------
+    def _watch(
+        self, client: RemoteClient, stop: threading.Event, attr: str, base: str, plural: str
+    ) -> None:
+        while not stop.is_set():
+            try:
+                items, rv = client.list_with_version(base, plural, ORIGIN_LABEL, self.origin)
+                with self._lock:
+                    if stop.is_set():
+                        return
+                    setattr(self, attr, {key_of(d): d for d in items})
+                    self._synced.add(attr)
+                    self._mark_answering()
+                self.notify(None)
+                while not stop.is_set():
+                    for type_, obj in client.watch(base, plural, ORIGIN_LABEL, self.origin, rv):
+                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                        if type_ == "BOOKMARK":
+                            continue
+                        with self._lock:
+                            if stop.is_set():
+                                return
+                            cache: dict[str, JsonDoc] = getattr(self, attr)
+                            if type_ == "DELETED":
+                                cache.pop(key_of(obj), None)
+                            else:
+                                cache[key_of(obj)] = obj
+                        self.notify(key_of(obj))
+            except RemoteError as exc:
+                with self._lock:
+                    if stop.is_set():
+                        return
+                    self._synced.discard(attr)
+                    self.active = False
+                    self.reason, self.message = "ClientConnectionFailed", str(exc)
+                    if self.lost_since is None:
+                        self.lost_since = self.clock()
+                self.notify(None)
+                stop.wait(RETRY_SECONDS)
+            except Exception:  # a bug must not end the watch silently: log, list again
+                log.exception("MultiKueue: watching %s on %s", plural, self.name)
+                stop.wait(RETRY_SECONDS)
+
+    def _mark_answering(self) -> None:
+        if self._synced == {a for a, _, _ in _RESOURCES}:
+            self.active, self.reason, self.message = True, "Active", "Connected"
+            self.lost_since = None
+
+
+def _rv(doc: JsonDoc) -> int:
+    try:
+        return int((doc.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+__all__ = ["RETRY_SECONDS", "Worker", "WorkerView", "key_of"]

@@ -1,0 +1,101 @@
+"""A worker as the hub watches it (``engine.multikueue.workers``), against a real ``gpuaas
+server``: the list then watch keeps its cache of labelled copies and Jobs current, names each
+changed workload, assumes answered writes, and a dead worker turns Inactive at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from mkcluster import KUEUE, apply, client, close_clients, queues, wait_for
+
+from gpuaas.api.testing import ServerProcess
+from gpuaas.engine.multikueue.remote import RemoteClient, Target
+from gpuaas.engine.multikueue.workers import Worker
+
+ORIGIN = "kueue.x-k8s.io/multikueue-origin"
+COPIES = f"{KUEUE}/namespaces/default/workloads"
+
+
+def _copy(name: str, origin: str = "hub-a") -> dict[str, object]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default", "labels": {ORIGIN: origin}},
+        "spec": {
+            "queueName": "user-queue",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[tuple[ServerProcess, Worker, list[str | None]]]:
+    srv = ServerProcess(tmp_path / "w").start()
+    told: list[str | None] = []
+    lock = threading.Lock()
+
+    def notify(key: str | None) -> None:
+        with lock:
+            told.append(key)
+
+    w = Worker("w", time.time, notify, "hub-a")
+    try:
+        apply(client(srv), queues("4", check=False))
+        w.connect(b"unused", RemoteClient(Target(srv.url, srv.admin_token, None)))
+        yield srv, w, told
+    finally:
+        w.disconnect(None, "", "")
+        close_clients()
+        srv.kill()
+
+
+def _until(what: str, probe: Callable[[], object]) -> None:
+    wait_for(what, probe, timeout=20)
+
+
+def test_the_cache_follows_the_worker(
+    watched: tuple[ServerProcess, Worker, list[str | None]],
+) -> None:
+    srv, w, told = watched
+    c = client(srv)
+    _until("the worker Active after its first lists", lambda: w.snapshot().active)
+    assert c.post(COPIES, json=_copy("mine")).status_code == 201
+    assert c.post(COPIES, json=_copy("other-hub", origin="hub-b")).status_code == 201
+    _until("the copy in the cache", lambda: "default/mine" in w.snapshot().copies)
+    _until("the copy admitted there", lambda: any(
+        cond.get("type") == "QuotaReserved" and cond.get("status") == "True"
+        for cond in (w.snapshot().copies["default/mine"].get("status") or {}).get("conditions", [])
+    ))  # fmt: skip
+    assert "default/other-hub" not in w.snapshot().copies  # another hub's origin
+    assert "default/mine" in told  # each event names its workload
+    assert c.delete(f"{COPIES}/mine").status_code == 200
+    _until("the deleted copy gone", lambda: "default/mine" not in w.snapshot().copies)
+
+
+def test_answered_writes_are_assumed_and_a_dead_worker_is_inactive(
+    watched: tuple[ServerProcess, Worker, list[str | None]],
+) -> None:
+    srv, w, _ = watched
+    _until("the worker Active", lambda: w.snapshot().active)
+    w.assume(False, "default/pending", "workloads", _copy("pending"))
+    assert "default/pending" in w.snapshot().copies  # before any watch event
+    w.assume(True, "default/pending", "workloads", None)
+    assert "default/pending" not in w.snapshot().copies
+    srv.kill()
+    _until("the worker Inactive", lambda: not w.snapshot().active)
+    view = w.snapshot()
+    assert view.reason == "ClientConnectionFailed" and view.lost_since is not None
