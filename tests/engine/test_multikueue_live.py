@@ -5,6 +5,7 @@ Kubernetes API with the kubeconfig the join wrote."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -352,3 +353,29 @@ def test_external_dispatcher_uses_the_written_nomination(tmp_path: Path) -> None
         assert "external" not in copies(client(c.workers["w1"]))
     finally:
         _stop(c)
+
+
+def test_worker_dropped_from_the_config_keeps_no_copy(clusters: Clusters) -> None:
+    """A worker leaving the MultiKueueConfig (a Placement's new decision) makes Kueue retry the
+    workload elsewhere; gpuaas also deletes the dropped worker's copy and Job, so the workload
+    never runs on two workers (Kueue leaves that copy running)."""
+    c = clusters
+    hub = client(c.hub)
+    path = f"{KUEUE}/multikueueconfigs/default"
+    before = hub.get(path).json()["spec"]["clusters"]
+    assert hub.post("/apis/batch/v1/namespaces/default/jobs", json=job("moved")).is_success
+    first = _admitted_on(c, "moved")
+    others = [n for n in before if n != first]
+    merge = {"Content-Type": "application/merge-patch+json"}
+    try:
+        r = hub.patch(path, content=json.dumps({"spec": {"clusters": others}}), headers=merge)
+        assert r.is_success, r.text
+        old = client(c.workers[first])
+        wait_for(f"no copy or job left on {first}",
+                 lambda: "moved" not in copies(old) and "moved" not in jobs(old))  # fmt: skip
+        second = _admitted_on(c, "moved")
+        assert second in others
+        assert "moved" in jobs(client(c.workers[second]))
+    finally:
+        hub.patch(path, content=json.dumps({"spec": {"clusters": before}}), headers=merge)
+        hub.delete("/apis/batch/v1/namespaces/default/jobs/moved")

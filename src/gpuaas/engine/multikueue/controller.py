@@ -406,6 +406,13 @@ class MultiKueueController:
                 for n, w in connected.items()
                 if n in clusters
             }
+            # A worker dropped from the config (a Placement's new decision) keeps no copy, so a
+            # redispatched workload never runs on two workers. Kueue leaves such a copy to its
+            # garbage collector, which keeps it while the manager's workload exists; gpuaas
+            # removes it (docs/placement.md).
+            for n, w in connected.items():
+                if n not in clusters and key in w.copies:
+                    self._remove(w, key)
             nomination, started = plan_mk.nominate(
                 kind,
                 clusters,
