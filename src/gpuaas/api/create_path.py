@@ -15,8 +15,11 @@ its own. It only finds the handler from the path.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -28,6 +31,17 @@ Create = Callable[[Request, str | None], Awaitable[Response]]
 # (the version's base path, namespaced, plural) -> that kind's create handler
 Creates = dict[tuple[str, bool, str], Create]
 Handler = Callable[[Request, Exception], Awaitable[Response]]
+_T = TypeVar("_T")
+
+# Threads for the engine's blocking calls on the create path. Each waits for its group commit,
+# so there are as many as the requests one commit should be able to batch; asyncio's executor
+# hand-off is a fraction of anyio's (``run_in_threadpool``: cancel scopes, a capacity limiter).
+_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="gpuaas-create")
+
+
+async def offload(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` on a create worker thread, awaited without blocking the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_WORKERS, functools.partial(fn, *args))
 
 
 def collection(kind: Kind, version: str) -> tuple[str, bool, str]:

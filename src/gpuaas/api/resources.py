@@ -205,7 +205,7 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
                     lambda: engine.preview(kind, namespace, None, lambda _: doc)
                 )
             else:
-                out = await run_in_threadpool(engine.create, kind, namespace, doc)
+                out = await create_path.offload(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
