@@ -138,7 +138,7 @@ class Engine(Arrivals, ReadModel):
         self._event_id = 0
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
         self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
-        self._fingerprints: dict[str, tuple[Any, ...]] = {}
+        self._fingerprints: dict[str, bytes] = {}
         self._last_event: dict[str, tuple[str, str, str]] = {}
         self.restore_problems: list[str] = []
         self.observers: list[EngineObserver] = []
