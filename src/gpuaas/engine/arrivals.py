@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from gpuaas.engine.engine import _Batch
 
 log = logging.getLogger(__name__)
+
+GATHER_S = 0.005  # how long the scheduler thread lets arrivals gather before it settles them
 
 
 class Arrivals:
@@ -104,9 +107,13 @@ class Arrivals:
     def _schedule_loop(self) -> None:
         while True:
             self._wake.wait()
-            self._wake.clear()
             if self._stopping:
                 return
+            # What arrives in the next few milliseconds joins this catch-up: one status commit
+            # (and fsync) for all of them instead of one per create, which a lone client's
+            # creates otherwise queue behind. Reads do not wait for this: they settle first.
+            time.sleep(GATHER_S)
+            self._wake.clear()
             try:
                 with self._lock:  # taking it settles what arrived (engine.settling)
                     pass
