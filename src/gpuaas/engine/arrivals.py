@@ -23,9 +23,10 @@ from gpuaas.core.cluster import Cluster
 from gpuaas.core.objects import Workload
 from gpuaas.core.state import Event
 from gpuaas.engine import documents
+from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
-from gpuaas.store import Change, ObjectKey, ObjectRecord
+from gpuaas.store import Change, ObjectRecord
 from gpuaas.vocab.kinds import Kind
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class Arrivals:
     _wake: threading.Event
     _stopping: bool
     hub: WatchHub
-    objects: dict[ObjectKey, ObjectRecord]
+    objects: ObjectIndex
     rv: int
     restore_problems: list[str]
 
@@ -141,8 +142,7 @@ class Arrivals:
             sub = self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
             current = [
                 Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.values(), key=lambda r: r.rv)
-                if r.key.gk == kind.gk
+                for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
             ]
             return [c for c in current if match(c)], self.rv, sub
 

@@ -48,7 +48,7 @@ from gpuaas.engine import (
 from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
-from gpuaas.engine.readmodel import ReadModel
+from gpuaas.engine.readmodel import ObjectIndex, ReadModel
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
@@ -132,7 +132,7 @@ class Engine(Arrivals, ReadModel):
         self._stopping = False
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
-        self.objects: dict[ObjectKey, ObjectRecord] = {}
+        self.objects = ObjectIndex()
         self.terminating: set[ObjectKey] = set()  # objects with a deletionTimestamp
         self.rv = 0
         self._event_id = 0
@@ -160,7 +160,7 @@ class Engine(Arrivals, ReadModel):
             if changed:  # stored by an older version: served (and next written) without NaN
                 loaded.objects[i] = replace(rec, doc=doc)
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
-        self.objects = {r.key: r for r in loaded.objects}
+        self.objects = ObjectIndex(loaded.objects)
         self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
@@ -803,8 +803,7 @@ class Engine(Arrivals, ReadModel):
             sub = self.hub.subscribe(deliver, match)
             current = [
                 Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.values(), key=lambda r: r.rv)
-                if r.key.gk == kind.gk
+                for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
             ]
             return [c for c in current if match(c)], self.rv, sub
 
