@@ -305,7 +305,10 @@ class Bench:
         """Wait until every created workload is admitted (the ClusterQueue's own count)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            st = self.http.get(CQ).json().get("status", {})
+            try:
+                st = self.http.get(CQ).json().get("status", {})
+            except httpx.TransportError:  # a keep-alive connection the server closed while idle
+                continue
             if int(st.get("admittedWorkloads", 0)) >= self.created:
                 return
             time.sleep(0.2)
