@@ -134,7 +134,8 @@ class Result:
             f"  {label:<34} {self.clients:>2} client(s): {self.rate:7,.0f} creates/s  "
             f"p50 {self.p50_ms:6.1f} ms  p99 {self.p99_ms:7.1f} ms  "
             f"(generator {100 * self.gen_cpu / self.wall / cores:3.0f}% of {cores} cores, "
-            f"server {100 * self.srv_cpu / self.wall / cores:3.0f}%"
+            f"server {100 * self.srv_cpu / self.wall / cores:3.0f}%, "
+            f"{1000 * self.srv_cpu / max(self.created, 1):.2f} ms CPU/create"
             + (f", {self.errors} errors)" if self.errors else ")")
         )
 
@@ -304,7 +305,10 @@ class Bench:
         """Wait until every created workload is admitted (the ClusterQueue's own count)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            st = self.http.get(CQ).json().get("status", {})
+            try:
+                st = self.http.get(CQ).json().get("status", {})
+            except httpx.TransportError:  # a keep-alive connection the server closed while idle
+                continue
             if int(st.get("admittedWorkloads", 0)) >= self.created:
                 return
             time.sleep(0.2)

@@ -338,6 +338,8 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
         ssl_keyfile=str(options.tls_key) if options.tls_key else None,
         timeout_graceful_shutdown=2,
         access_log=False,
+        loop="uvloop",  # the C event loop and HTTP parser (dependencies), not asyncio/h11
+        http="httptools",
     )
     try:
         DrainingServer(config, app).run()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gpuaas.api.watch import MAX_QUEUED, StreamQueue
+from gpuaas.api.watch import MAX_QUEUED, Joined, StreamQueue
 from gpuaas.store import Change, ObjectKey
 
 
@@ -37,5 +37,26 @@ def test_a_stream_past_its_bound_is_dropped_and_keeps_nothing() -> None:
         assert q.size == 0
         q.receive(lines(MAX_QUEUED + 2, 5))  # nothing more is kept for it
         assert not list(q.take())
+
+    asyncio.run(run())
+
+
+def test_take_after_skips_what_was_sent_and_shares_a_whole_hand_off() -> None:
+    async def run() -> None:
+        a, b = StreamQueue(), StreamQueue()
+        first, second = lines(1, 3), lines(4, 2)
+        shared = Joined(second)
+        for q in (a, b):
+            q.receive(first)
+            q.receive(shared)
+        data, last = a.take_after(2)  # rv 1 and 2 went out with the snapshot
+        assert (data, last) == (b"x\n" * 3, 5)
+        assert a.size == 0 and a.take_after(last) == (b"", 5)
+        b.take()  # b's first hand-off read: its second alone is the shared bytes themselves
+        b.receive(shared)
+        data_b, last_b = b.take_after(3)
+        assert data_b is shared.data() and last_b == 5
+        b.receive(second)
+        assert b.take_after(5) == (b"", 5)  # nothing after what was sent: nothing again
 
     asyncio.run(run())

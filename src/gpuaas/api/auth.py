@@ -42,7 +42,9 @@ async def authenticate(request: Request, tokens: Tokens) -> Principal:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise AuthError(401, "missing bearer token (Authorization: Bearer <token>)")
-    rec = await run_in_threadpool(tokens.authenticate, token.strip())
+    rec = tokens.cached(token.strip())  # most requests: no thread hop
+    if rec is None:
+        rec = await run_in_threadpool(tokens.authenticate, token.strip())
     if rec is None:
         raise AuthError(401, "unknown token")
     return Principal(rec.name, rec.admin, frozenset(rec.namespaces))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import yaml
 from fastapi import Request
 
@@ -173,7 +174,7 @@ def check_document(doc: Any) -> None:
             raise BodyError(
                 400, f"{_field(path)}: a {type(value).__name__} value is not valid in JSON"
             )
-    size = len(json.dumps(doc, separators=(",", ":")))
+    size = len(msgspec.json.encode(doc))  # its UTF-8 bytes, as kube-apiserver counts them
     if size > MAX_OBJECT_BYTES:
         raise BodyError(
             413, f"the object is {size} bytes encoded, over the {MAX_OBJECT_BYTES}-byte limit"

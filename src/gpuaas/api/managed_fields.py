@@ -309,6 +309,60 @@ def _find(entries: list[Entry], manager: str, operation: str) -> Entry | None:
     return next((e for e in entries if e.manager == manager and e.operation == operation), None)
 
 
+def created_fields(doc: JsonDoc, schema: JsonDoc, has_status: bool) -> JsonDoc:
+    """The FieldsV1 of every field of ``doc``: ``encode(changes({}, doc)[0])`` in one walk.
+
+    A create's Update owns the whole object; the general path (a set of paths, then a tree from
+    it) cost more than the rest of a create's API work, so a create builds the tree directly.
+    ``tests/api/test_managed_fields_created.py`` checks both give the same tree."""
+    tree: JsonDoc = {}
+    for key in sorted(doc):
+        if key in ("apiVersion", "kind") or (has_status and key == "status"):
+            continue
+        sub = ft.child(schema, key)
+        if key == "metadata" and isinstance(doc[key], dict):
+            meta: JsonDoc = {}
+            for mkey in sorted(doc[key]):
+                if mkey not in _META_IGNORED:
+                    meta[f"f:{mkey}"] = _subtree(doc[key][mkey], ft.child(sub, mkey))
+            if meta:
+                tree["f:metadata"] = meta
+            continue
+        tree[f"f:{key}"] = _subtree(doc[key], sub)
+    return tree
+
+
+def _subtree(value: Any, node: JsonDoc) -> JsonDoc:
+    """The FieldsV1 of ``value`` and all below it (``_all_nodes``'s paths, as ``encode`` nests
+    them: a node with children also owns itself, written ``"."``, first)."""
+    kids: list[tuple[str, Any, JsonDoc]] = []
+    if isinstance(value, dict) and not ft.atomic_map(node):
+        kids = [(f"f:{k}", value[k], ft.child(node, k)) for k in value]
+    elif isinstance(value, list):
+        lt, keys = ft.list_type(node)
+        if lt != "atomic":
+            sub = ft.items(node)
+            kids = [(item_element(it, lt, keys, i), it, sub) for i, it in enumerate(value)]
+    if not kids:
+        return {}
+    out: JsonDoc = {".": {}}
+    kids.sort(key=lambda kid: kid[0])
+    for pe, item, sub in kids:
+        tree = _subtree(item, sub)
+        if pe in out:  # two list items with the same key: their fields are one set
+            out[pe] = _sorted(_merged(out[pe], tree))
+        else:
+            out[pe] = tree
+    return out
+
+
+def _merged(a: JsonDoc, b: JsonDoc) -> JsonDoc:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merged(out[k], v) if k in out else v
+    return out
+
+
 def record_update(
     old: JsonDoc | None,
     new: JsonDoc,
@@ -322,6 +376,15 @@ def record_update(
 ) -> JsonDoc:
     """``new`` with its managedFields after ``manager``'s Update (create, replace or patch),
     over ``base`` (what the request set, when it set them) or else ``old``'s entries."""
+    if old is None and not base:  # a create: this manager owns every field
+        fields = created_fields(_body(new), schema, has_status)
+        out = new.setdefault("metadata", {})
+        if fields:
+            entry = Entry(manager, "Update", api_version, now, set()).doc()
+            out["managedFields"] = [{**entry, "fieldsV1": fields}]
+        else:
+            out.pop("managedFields", None)
+        return new
     entries = entries_of(old) if base is None else base
     added, removed = changes(_body(old or {}), _body(new), schema, has_status)
     for e in entries:

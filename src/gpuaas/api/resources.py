@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import list_pages, patching, selectors, tables, validation, watch
+from gpuaas.api import create_path, list_pages, patching, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.json_response import FastJSONResponse
@@ -51,7 +51,7 @@ def _int_param(request: Request, name: str) -> int | None:
 
 
 def _answer(doc: JsonDoc, warnings: list[str], code: int = 200) -> Response:
-    response = JSONResponse(doc, status_code=code)
+    response = FastJSONResponse(doc, status_code=code)
     for key, value in validation.warning_headers(warnings):
         response.headers.append(key, value)
     return response
@@ -80,7 +80,7 @@ async def _delete_options_dry_run(request: Request) -> bool:
     return True
 
 
-def _register(router: APIRouter, kind: Kind, version: str) -> None:
+def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.Creates) -> None:
     base = f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
     shape = _shaper(kind, version)
     tag = kind.kind
@@ -206,7 +206,7 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
                     lambda: engine.preview(kind, namespace, None, lambda _: doc)
                 )
             else:
-                out = await run_in_threadpool(engine.create, kind, namespace, doc)
+                out = await create_path.offload(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
@@ -220,6 +220,8 @@ def _register(router: APIRouter, kind: Kind, version: str) -> None:
                 raise
             raise invalid(kind, name, str(exc)) from exc
         return _answer(shape(out), warnings, 201)
+
+    creates[create_path.collection(kind, version)] = create
 
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
@@ -436,8 +438,10 @@ def _ocm_status(router: APIRouter, item: str, tag: str, op: str, kind: Kind, who
 def install(app: FastAPI) -> None:
     app.state.list_pages = list_pages.Pages()
     router = APIRouter()
+    creates: create_path.Creates = {}
     for kind in KINDS:
         versions = kind.versions + (("v1alpha1",) if kind.kind == "Cohort" else ())
         for version in versions:
-            _register(router, kind, version)
+            _register(router, kind, version, creates)
     app.include_router(router)
+    create_path.install(app, creates)

@@ -60,37 +60,75 @@ def too_large(resource_version: int, current: int) -> bytes:
     )
 
 
+class Joined:
+    """One hand-off's lines for one encoding and filter, and their bytes joined once for every
+    stream that got them: with a thousand watchers, a per-stream join copied every change's
+    bytes a thousand times more than the send itself."""
+
+    __slots__ = ("_data", "lines")
+
+    def __init__(self, lines: Lines) -> None:
+        self.lines = lines
+        self._data: bytes | None = None
+
+    def data(self) -> bytes:
+        if self._data is None:
+            self._data = b"".join(data for _, data in self.lines)
+        return self._data
+
+
 class StreamQueue:
     """One stream's bounded queue of encoded changes, filled on its event loop. It keeps the
     hand-offs' line lists themselves (shared by every stream of the same encoding and filter),
     so a hand-off costs a stream O(1), not a copy of every line."""
 
     def __init__(self) -> None:
-        self.batches: deque[Lines] = deque()
+        self.batches: deque[Joined] = deque()
         self.size = 0  # lines waiting
         self.ready = asyncio.Event()
         self.dropped = False
 
-    def receive(self, lines: Lines) -> None:
+    def receive(self, lines: Lines | Joined) -> None:
         if self.dropped:
             return
-        if self.size + len(lines) > MAX_QUEUED:
+        batch = lines if isinstance(lines, Joined) else Joined(lines)
+        if self.size + len(batch.lines) > MAX_QUEUED:
             # Too slow: its stream ends and the client watches again from the resourceVersion
             # it saw last (or gets 410 Expired), while writers and other watchers go on.
             self.dropped = True
             self.batches.clear()
             self.size = 0
         else:
-            self.batches.append(lines)
-            self.size += len(lines)
+            self.batches.append(batch)
+            self.size += len(batch.lines)
         self.ready.set()
 
     def take(self) -> Iterator[tuple[int, bytes]]:
         """Every waiting (resourceVersion, line), oldest first; the queue is empty after."""
         batches, self.batches, self.size = self.batches, deque(), 0
         for batch in batches:
-            for change, data in batch:
+            for change, data in batch.lines:
                 yield change.rv, data
+
+    def take_after(self, last: int) -> tuple[bytes, int]:
+        """The bytes of every waiting line after resourceVersion ``last`` (lines of a hand-off
+        are in resourceVersion order) and the new last one; the queue is empty after. A
+        hand-off wholly after ``last`` is sent as the bytes it shares with the other streams."""
+        batches, self.batches, self.size = self.batches, deque(), 0
+        parts: list[bytes] = []
+        for batch in batches:
+            lines = batch.lines
+            if not lines:
+                continue
+            if lines[0][0].rv > last:
+                parts.append(batch.data())
+                last = lines[-1][0].rv
+                continue
+            for change, data in lines:
+                if change.rv > last:  # else already sent (the snapshot or the replay had it)
+                    parts.append(data)
+                    last = change.rv
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), last
 
 
 class _Inbox:
@@ -112,8 +150,12 @@ class _Inbox:
     def _drain(self) -> None:
         with self._lock:
             items, self._items = self._items, []
+        joined: dict[int, Joined] = {}  # the line lists live while this runs: ids are unique
         for pending, lines in items:
-            pending.receive(lines)
+            batch = joined.get(id(lines))
+            if batch is None:
+                batch = joined[id(lines)] = Joined(lines)
+            pending.receive(batch)
 
 
 _INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
@@ -204,13 +246,8 @@ async def stream(
                         return
                     yield bookmark()
                 continue
-            chunk = []
-            for rv, data in pending.take():
-                if rv <= last:
-                    continue  # already sent (the snapshot or the replay had it)
-                last = rv
-                chunk.append(data)
-            if chunk:
-                yield b"".join(chunk)
+            data, last = pending.take_after(last)
+            if data:
+                yield data
     finally:
         sub.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
@@ -22,15 +23,18 @@ from gpuaas.core.cluster import Cluster
 from gpuaas.core.objects import Workload
 from gpuaas.core.state import Event
 from gpuaas.engine import documents
+from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
-from gpuaas.store import Change, ObjectKey, ObjectRecord
+from gpuaas.store import Change, ObjectRecord
 from gpuaas.vocab.kinds import Kind
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import _Batch
 
 log = logging.getLogger(__name__)
+
+GATHER_S = 0.005  # how long the scheduler thread lets arrivals gather before it settles them
 
 
 class Arrivals:
@@ -43,7 +47,7 @@ class Arrivals:
     _wake: threading.Event
     _stopping: bool
     hub: WatchHub
-    objects: dict[ObjectKey, ObjectRecord]
+    objects: ObjectIndex
     rv: int
     restore_problems: list[str]
 
@@ -104,9 +108,13 @@ class Arrivals:
     def _schedule_loop(self) -> None:
         while True:
             self._wake.wait()
-            self._wake.clear()
             if self._stopping:
                 return
+            # What arrives in the next few milliseconds joins this catch-up: one status commit
+            # (and fsync) for all of them instead of one per create, which a lone client's
+            # creates otherwise queue behind. Reads do not wait for this: they settle first.
+            time.sleep(GATHER_S)
+            self._wake.clear()
             try:
                 with self._lock:  # taking it settles what arrived (engine.settling)
                     pass
@@ -134,8 +142,7 @@ class Arrivals:
             sub = self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
             current = [
                 Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.values(), key=lambda r: r.rv)
-                if r.key.gk == kind.gk
+                for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
             ]
             return [c for c in current if match(c)], self.rv, sub
 

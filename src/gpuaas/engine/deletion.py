@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.engine import finalizers
+from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.store import JsonDoc, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import NAMESPACE, WORKLOAD, Kind
@@ -28,7 +29,7 @@ class Deletion:
     clock: Callable[[], float]
     _lock: SettlingLock
     _cluster: Cluster
-    objects: dict[ObjectKey, ObjectRecord]
+    objects: ObjectIndex
 
     if TYPE_CHECKING:  # the engine's own, for the type checker only
 

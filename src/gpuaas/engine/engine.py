@@ -46,7 +46,7 @@ from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
-from gpuaas.engine.readmodel import ReadModel
+from gpuaas.engine.readmodel import ObjectIndex, ReadModel
 from gpuaas.engine.restore import Restore
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.updates import Updates
@@ -130,13 +130,13 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self._stopping = False
         self._served_checks: set[str] = set()  # controllerNames a CheckDispatcher runs here
         self._cluster = self._new_cluster()
-        self.objects: dict[ObjectKey, ObjectRecord] = {}
+        self.objects = ObjectIndex()
         self.terminating: set[ObjectKey] = set()  # objects with a deletionTimestamp
         self.rv = 0
         self._event_id = 0
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
         self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
-        self._fingerprints: dict[str, tuple[Any, ...]] = {}
+        self._fingerprints: dict[str, bytes] = {}
         self._last_event: dict[str, tuple[str, str, str]] = {}
         self.restore_problems: list[str] = []
         self.observers: list[EngineObserver] = []
@@ -588,8 +588,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             sub = self.hub.subscribe(deliver, match)
             current = [
                 Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.values(), key=lambda r: r.rv)
-                if r.key.gk == kind.gk
+                for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
             ]
             return [c for c in current if match(c)], self.rv, sub
 

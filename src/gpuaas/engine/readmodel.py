@@ -41,6 +41,39 @@ if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
 
 
+class ObjectIndex(dict[ObjectKey, ObjectRecord]):
+    """The engine's objects by key, and each kind's apart: listing one kind (the MultiKueue
+    controller lists three kinds every second, a watch or a list any kind) reads only that
+    kind's objects, where a scan of every object cost O(workloads) under the engine lock.
+
+    The engine changes its objects only by ``[key] = record`` and ``pop``; both keep the
+    per-kind maps in step."""
+
+    __slots__ = ("_kinds",)
+
+    def __init__(self, records: Collection[ObjectRecord] = ()) -> None:
+        super().__init__()
+        self._kinds: dict[str, dict[ObjectKey, ObjectRecord]] = {}
+        for rec in records:
+            self[rec.key] = rec
+
+    def __setitem__(self, key: ObjectKey, rec: ObjectRecord) -> None:
+        super().__setitem__(key, rec)
+        self._kinds.setdefault(key.gk, {})[key] = rec
+
+    def __delitem__(self, key: ObjectKey) -> None:
+        super().__delitem__(key)
+        self._kinds[key.gk].pop(key, None)
+
+    def pop(self, key: ObjectKey, default: Any = None) -> Any:
+        self._kinds.get(key.gk, {}).pop(key, None)
+        return super().pop(key, default)
+
+    def of_kind(self, gk: str) -> Mapping[ObjectKey, ObjectRecord]:
+        """The objects of group/kind ``gk`` (read only: change them through the index)."""
+        return self._kinds.get(gk, {})
+
+
 @dataclass(frozen=True, slots=True)
 class StoredView:
     """A stored object as last written: its key, resourceVersion and document (read only)."""
@@ -58,7 +91,7 @@ class ReadModel:
     placement_namespace: str | None = None
 
     _cluster: Cluster
-    objects: dict[ObjectKey, ObjectRecord]
+    objects: ObjectIndex
     rv: int
     store: Store
     committer: GroupCommitter
@@ -125,8 +158,8 @@ class ReadModel:
         with self._lock:
             recs = [
                 r
-                for k, r in self.objects.items()
-                if k.gk == kind.gk and (namespaces is None or k.namespace in namespaces)
+                for k, r in self.objects.of_kind(kind.gk).items()
+                if namespaces is None or k.namespace in namespaces
             ]
             recs.sort(key=lambda r: (r.key.namespace, r.key.name))
             if kind.kind == "Notebook":  # each queue ordered once, not once per Notebook

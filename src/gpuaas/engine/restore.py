@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.config import SchedulerConfig
@@ -22,6 +22,7 @@ from gpuaas.core.objects import AdmissionCheck, Workload
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, finalizers, persisted
 from gpuaas.engine.errors import Unavailable
+from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.store import GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store, StoreError
 from gpuaas.vocab import render
@@ -48,9 +49,9 @@ class Restore:
     _served_checks: set[str]
     _loads: int
     _event_id: int
-    _fingerprints: dict[str, tuple[Any, ...]]
+    _fingerprints: dict[str, bytes]
     _last_event: dict[str, tuple[str, str, str]]
-    objects: dict[ObjectKey, ObjectRecord]
+    objects: ObjectIndex
     terminating: set[ObjectKey]
     rv: int
     restore_problems: list[str]
@@ -79,7 +80,7 @@ class Restore:
             if changed:  # stored by an older version: served (and next written) without NaN
                 loaded.objects[i] = replace(rec, doc=doc)
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
-        self.objects = {r.key: r for r in loaded.objects}
+        self.objects = ObjectIndex(loaded.objects)
         self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []

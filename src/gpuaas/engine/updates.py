@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from gpuaas.engine import documents
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
+from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
-from gpuaas.store import JsonDoc, ObjectKey, ObjectRecord
+from gpuaas.store import JsonDoc, ObjectKey
 from gpuaas.vocab.kinds import Kind
 
 _WRITE_TRIES = 5  # reads and computes of one patch while others keep writing the object
@@ -25,7 +26,7 @@ class Updates:
     """Patches and the retrying write under them; see the module docstring."""
 
     _lock: SettlingLock
-    objects: dict[ObjectKey, ObjectRecord]
+    objects: ObjectIndex
 
     if TYPE_CHECKING:  # the engine's own, for the type checker only
 

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from gpuaas.store.base import StoreError
 from gpuaas.store.records import (
     AppendChange,
@@ -68,7 +70,9 @@ _EVENT_COLUMNS = "id, time, namespace, type, reason, object, message, workload, 
 
 
 def _dumps(doc: Any) -> str:
-    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+    # msgspec: the same JSON value as json.dumps(sort_keys=True), several times faster (every
+    # create writes its document twice, the object and its change, in the commit thread)
+    return msgspec.json.encode(doc, order="sorted").decode()
 
 
 class SqlStore:
