@@ -135,16 +135,17 @@ def test_a_registered_runtime_starts_stops_and_releases_quota(
     _setup(http)
 
     # 1. admitted -> the fake sees a start, pinned to GPUs
+    # A create is acknowledged before it is scheduled; a read settles what arrived first.
     _job(http, "dev", "low", 4)
-    assert fake.starts == ["ns/dev"]
     assert _conditions(http, "dev")["Admitted"] == "True"
+    assert fake.starts == ["ns/dev"]
     assert sorted(fake.gpu_owners()) == [0, 1, 2, 3]
 
     # 2. preempted -> the fake is asked to stop; the preemptor waits for the quota
     _job(http, "prod", "high", 2)
+    assert _conditions(http, "dev")["Evicted"] == "True"
     assert fake.stops == ["ns/dev"]
     assert fake.running()["ns/dev"].stopping
-    assert _conditions(http, "dev")["Evicted"] == "True"
     server.engine.tick()
     assert _conditions(http, "prod").get("Admitted") != "True"
     assert fake.starts == ["ns/dev"]
