@@ -27,11 +27,10 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
-from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import ServerProcess, create_all
 from gpuaas.cli.main import build_app
 from gpuaas.core import ocm
 from gpuaas.core.placement import Snapshot, schedule
-from gpuaas.vocab.kinds import BY_KIND
 
 G = "cluster.open-cluster-management.io"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -71,13 +70,7 @@ def pure(n: int, rounds: int) -> float:
 
 def _post(srv: ServerProcess, docs: list[dict[str, Any]]) -> None:
     with srv.client() as c:
-        for doc in docs:
-            k = BY_KIND[doc["kind"]]
-            base = k.base_path(doc["apiVersion"].rpartition("/")[2])
-            ns = doc["metadata"].get("namespace") or "default"
-            path = f"{base}/namespaces/{ns}/{k.plural}" if k.namespaced else f"{base}/{k.plural}"
-            r = c.post(path, json=doc)
-            assert r.status_code == 201, r.text
+        create_all(c, docs)
 
 
 def _job(name: str) -> dict[str, Any]:

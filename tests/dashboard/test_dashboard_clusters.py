@@ -12,9 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import ServerProcess, create_all
 from gpuaas.cli.main import build_app
-from gpuaas.vocab.kinds import BY_KIND
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 G = "cluster.open-cluster-management.io"
@@ -22,13 +21,7 @@ G = "cluster.open-cluster-management.io"
 
 def _post(srv: ServerProcess, docs: list[dict[str, Any]]) -> None:
     with srv.client() as c:
-        for doc in docs:
-            k = BY_KIND[doc["kind"]]
-            base = k.base_path(doc["apiVersion"].rpartition("/")[2])
-            ns = doc["metadata"].get("namespace") or "default"
-            path = f"{base}/namespaces/{ns}/{k.plural}" if k.namespaced else f"{base}/{k.plural}"
-            r = c.post(path, json=doc)
-            assert r.status_code == 201, r.text
+        create_all(c, docs)
 
 
 def _gpu_job(name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import httpx
 from typer.testing import CliRunner
 
 from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import object_path as path_of
 from gpuaas.cli.main import build_app
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -93,13 +94,6 @@ def queues(cpu: str, *, check: bool) -> list[JsonDoc]:
         }
     )
     return docs
-
-
-def path_of(doc: JsonDoc) -> str:
-    kind, ns = doc["kind"], doc["metadata"].get("namespace")
-    plural = {"Job": "jobs"}.get(kind, kind.lower() + "s")
-    base = "/apis/batch/v1" if kind == "Job" else KUEUE
-    return f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
 
 
 def apply(client: httpx.Client, docs: list[JsonDoc]) -> None:

@@ -15,8 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import object_path as path_of
 from gpuaas.cli.main import build_app
-from gpuaas.vocab.kinds import BY_KIND
 
 JsonDoc = dict[str, Any]
 MANIFESTS = Path(__file__).resolve().parents[3] / "shared/reference/multicluster/manifests"
@@ -35,15 +35,6 @@ def demo_docs(name: str) -> list[JsonDoc]:
 
 def seed_docs(rel: str) -> list[JsonDoc]:
     return [d for d in yaml.safe_load_all((MANIFESTS / rel).read_text()) if d]
-
-
-def path_of(doc: JsonDoc, name: str | None = None) -> str:
-    kind = BY_KIND[doc["kind"]]
-    version = doc["apiVersion"].rpartition("/")[2]
-    base = kind.base_path(version)
-    ns = doc["metadata"].get("namespace") or ("default" if kind.namespaced else None)
-    coll = f"{base}/namespaces/{ns}/{kind.plural}" if kind.namespaced else f"{base}/{kind.plural}"
-    return f"{coll}/{name}" if name else coll
 
 
 def apply(client: httpx.Client, docs: list[JsonDoc]) -> list[JsonDoc]:

@@ -13,17 +13,12 @@ from typing import Any
 
 import httpx
 
-from gpuaas.api.testing import ServerProcess
-from gpuaas.vocab.kinds import BY_KIND
+from gpuaas.api.testing import ServerProcess, object_path
 
 
 def post(c: httpx.Client, doc: dict[str, Any]) -> httpx.Response:
     """Create ``doc`` at its kind's collection path (namespaced or cluster-scoped)."""
-    kind = BY_KIND[doc["kind"]]
-    ns = doc["metadata"].get("namespace")
-    base = kind.base_path()
-    path = f"{base}/namespaces/{ns}/{kind.plural}" if ns else f"{base}/{kind.plural}"
-    return c.post(path, json=doc)
+    return c.post(object_path(doc), json=doc)
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:

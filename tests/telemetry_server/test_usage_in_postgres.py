@@ -19,10 +19,9 @@ import psycopg
 import pytest
 from telemetry_docs import cluster_queue, flavor, local_queue, namespace, priority_class, workload
 
-from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import ServerProcess, object_path
 from gpuaas.store.testing import drop_schema, postgres_schema_url, postgres_unavailable
 from gpuaas.telemetry.usage_store_postgres import split_schema
-from gpuaas.vocab.kinds import BY_KIND
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -42,11 +41,7 @@ def pg_url(require_service: Callable[[str, bool, str], None]) -> Iterator[str]:
 
 
 def post(c: httpx.Client, doc: dict[str, Any]) -> None:
-    kind = BY_KIND[doc["kind"]]
-    ns = doc["metadata"].get("namespace")
-    base = kind.base_path()
-    path = f"{base}/namespaces/{ns}/{kind.plural}" if ns else f"{base}/{kind.plural}"
-    r = c.post(path, json=doc)
+    r = c.post(object_path(doc), json=doc)
     assert r.status_code == 201, (doc["metadata"], r.text)
 
 

@@ -16,8 +16,29 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
+
+from gpuaas.vocab.kinds import BY_KIND
+
+
+def object_path(doc: dict[str, Any], name: str | None = None) -> str:
+    """The API path of a manifest's collection (or of the object ``name`` in it), at the
+    manifest's own apiVersion; a namespaced kind without a namespace goes to ``default``, as
+    kubectl sends it."""
+    kind = BY_KIND[doc["kind"]]
+    base = kind.base_path(str(doc.get("apiVersion", "")).rpartition("/")[2] or None)
+    ns = doc["metadata"].get("namespace") or ("default" if kind.namespaced else None)
+    coll = f"{base}/namespaces/{ns}/{kind.plural}" if kind.namespaced else f"{base}/{kind.plural}"
+    return f"{coll}/{name}" if name else coll
+
+
+def create_all(client: httpx.Client, docs: list[dict[str, Any]]) -> None:
+    """Create every manifest in order; anything but 201 fails with the server's answer."""
+    for doc in docs:
+        r = client.post(object_path(doc), json=doc)
+        assert r.status_code == 201, f"{doc['kind']} {doc['metadata'].get('name')}: {r.text}"
 
 
 def free_port() -> int:
