@@ -432,3 +432,128 @@ def test_losing_the_ray_head_degrades_the_runtime_and_it_joins_again(tmp_path: P
         for cluster in clusters:
             cluster.stop()
     assert not [p for cluster in clusters for p in cluster.processes()]
+
+
+RAY = "/apis/ray.io/v1"
+RAY_DRIVER = """
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+@ray.remote(num_cpus=0.5, scheduling_strategy="SPREAD")
+def where():
+    import os, time
+    time.sleep(0.5)
+    return os.environ["GPUAAS_NODE"]
+print(" ".join(sorted(set(ray.get([where.remote() for _ in range(6)])))))
+"""
+
+
+def _raycluster(name: str) -> dict[str, Any]:
+    """A small RayCluster in seed 001's queue: a CPU head and one worker with 4 GPUs, so Kueue
+    gives them different flavors (``g6.4xlarge``, ``g6.12xlarge``) and Ray different nodes."""
+
+    def group(container: str, gpus: int) -> dict[str, Any]:
+        requests = {"cpu": "1", "memory": "1Gi", **({"nvidia.com/gpu": gpus} if gpus else {})}
+        return {
+            "rayStartParams": {},
+            "template": {
+                "spec": {
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [
+                        {"name": container, "image": "rayproject/ray",
+                         "resources": {"requests": requests, "limits": requests}}
+                    ],
+                    "tolerations": [
+                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                }
+            },
+        }  # fmt: skip
+
+    worker = {"groupName": "gpu", "replicas": 1, "minReplicas": 1, "maxReplicas": 1}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "private-ai-queue",
+                "kueue.x-k8s.io/priority-class": "dev",
+            },
+        },
+        "spec": {
+            "headGroupSpec": group("ray-head", 0),
+            "workerGroupSpecs": [{**worker, **group("ray-worker", 4)}],
+        },
+    }
+
+
+def _ray_status(c: httpx.Client, name: str) -> dict[str, Any]:
+    r = c.get(f"{RAY}/namespaces/{NS}/rayclusters/{name}")
+    assert r.status_code == 200, r.text
+    return dict(r.json().get("status") or {})
+
+
+def _workload_processes(cluster: LocalRayCluster, name: str) -> list[psutil.Process]:
+    return [p for p in cluster.processes() if _environ(p).get("GPUAAS_WORKLOAD") == f"{NS}/{name}"]
+
+
+def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """As KubeRay makes one from pods: the RayCluster's head and worker are pods Ray placed on
+    two nodes (by their flavors), each running ``ray start`` with its own ports and temp dir;
+    the worker's Ray node has the 4 GPUs Ray assigned its pod; a driver runs tasks on both;
+    preemption stops all of it, and the preemptor runs on the freed GPUs."""
+    import subprocess
+    import sys
+
+    server = _server(tmp_path, cluster).start()
+    try:
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            r = c.post(f"{RAY}/namespaces/{NS}/rayclusters", json=_raycluster("rc"))
+            assert r.status_code == 201, r.text
+            status = _until(
+                lambda: (s := _ray_status(c, "rc")).get("state") == "ready" and s,
+                "the RayCluster's own Ray to be ready",
+                180,
+            )
+            # its pods run on the nodes their flavors name, with GPUAAS_NODE and the GPUs
+            pods = {
+                _environ(p)["GPUAAS_POD"]: _environ(p)
+                for p in _workload_processes(cluster, "rc")
+                if p.name() == "raylet"
+            }
+            assert sorted((e["GPUAAS_NODE"], e["CUDA_VISIBLE_DEVICES"]) for e in pods.values()) == [
+                ("l4-1", ""),
+                ("l4-4", "0,1,2,3"),
+            ]
+            gcs = f"127.0.0.1:{status['endpoints']['gcs-server']}"
+            ran = subprocess.run(
+                [sys.executable, "-c", RAY_DRIVER, gcs], capture_output=True, text=True, timeout=120
+            )
+            assert ran.returncode == 0, ran.stderr[-3000:]
+            assert ran.stdout.split() == ["l4-1", "l4-4"], ran.stdout  # tasks on both nodes
+            before = _workload_processes(cluster, "rc")
+            assert len(before) > 6  # gcs, raylets, agents, core workers, launchers...
+            # preemption: a prod Job takes the 4 GPUs; all of the RayCluster's Ray goes
+            _create(c, _job("prod-rc", 4, "prod"))
+            _until(lambda: _running(c, "prod-rc"), "prod's pod to run", 120)
+            assert not [p for p in before if _alive(p)]
+            assert not _workload_processes(cluster, "rc")
+            _until(lambda: _ray_status(c, "rc").get("state") == "suspended", "rc suspended")
+            assert _until(lambda: _started_line(c, "prod-rc"), "prod's output") == (
+                "node=l4-4 cuda=0,1,2,3 pod=prod-rc-0 restart=0"
+            )
+    finally:
+        server.stop()
+    assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
