@@ -18,6 +18,8 @@ from typing import Any
 
 from gpuaas.runtimes.base import PodSpec
 
+NAMESPACE = "gpuaas"  # the Ray namespace of gpuaas's named launchers and groups
+LOST_EXIT_CODE = 137  # a pod whose launcher (or node) died: killed, as Kubernetes reports it
 _MIN_CPU = 0.001  # a bundle needs one resource above zero
 
 
@@ -181,6 +183,8 @@ def lines(data: bytes, pod: str, count: int) -> Iterator[str]:
 
 
 __all__ = [
+    "LOST_EXIT_CODE",
+    "NAMESPACE",
     "RayPod",
     "RayRun",
     "RunDir",

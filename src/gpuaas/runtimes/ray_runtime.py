@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.objects import Taint
-from gpuaas.runtimes import ray_nodes
+from gpuaas.runtimes import ray_nodes, ray_recovery
 from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
     AlreadyRunning,
@@ -50,22 +50,19 @@ from gpuaas.runtimes.base import (
     WorkloadRun,
     check_pods,
 )
-from gpuaas.runtimes.ray_actor import LAUNCHER_PREFIX
 from gpuaas.runtimes.ray_launchers import Launchers, Release, free_per_node
 from gpuaas.runtimes.ray_records import (
+    LOST_EXIT_CODE,
+    NAMESPACE,
     RayPod,
     RayRun,
     RunDir,
     bundle,
     from_record,
-    lines,
 )
 
 if TYPE_CHECKING:
     from gpuaas.runtimes.ray_driver import RayDriver
-
-NAMESPACE = "gpuaas"
-LOST_EXIT_CODE = 137  # a pod whose launcher (or node) died: killed, as Kubernetes reports it
 
 
 class RayRuntime:
@@ -215,7 +212,7 @@ class RayRuntime:
                 key = record["key"]
                 if key in self._runs or record.get("outcome"):
                     continue
-                run = self._adopt_run(from_record(record))
+                run = ray_recovery.adopt_run(self, from_record(record))
                 known.update(p.attempt for p in run.pods.values())
                 self._runs[key] = run
                 adopted.append(key)
@@ -223,7 +220,7 @@ class RayRuntime:
                 self._emit(
                     EventKind.ADOPTED, key, message=f"{alive} of {len(run.pods)} pod(s) alive"
                 )
-            self._remove_strays(known)
+            ray_recovery.remove_strays(self, known)
             return adopted
 
     def logs(self, key: str, pod: str | None = None, follow: bool = False) -> Iterator[str]:
@@ -236,7 +233,7 @@ class RayRuntime:
             if pod not in names:
                 raise RuntimeRequestError(f"Workload {key}: no pod {pod!r} (pods: {names})")
             names = [pod]
-        return self._log_lines(key, names, follow)
+        return ray_recovery.log_lines(self, key, names, follow)
 
     def shutdown(self, grace_seconds: float | None = None, timeout: float = 60.0) -> None:
         with self._lock:
@@ -503,101 +500,6 @@ class RayRuntime:
             with contextlib.suppress(Exception):
                 remove_placement_group(run.pg)
             run.pg = None
-
-    def _adopt_run(self, run: RayRun) -> RayRun:
-        """Find the recorded run's placement group by name and its pods on their launchers; a
-        pod its launcher does not know is a pod lost while the server was down (retried within
-        the backoffLimit). A missing group (the Ray head was lost and this is a new cluster)
-        loses the run whole: it ends as ``Stopped``, so the engine, which still holds it
-        admitted, starts it anew."""
-        from ray.util import get_placement_group
-
-        with contextlib.suppress(ValueError):
-            run.pg = get_placement_group(run.pg_name)
-        if run.pg is None:
-            for pod in run.pods.values():
-                launcher = self._launchers.find(pod.node_id) if pod.node_id else None
-                if launcher is not None and not pod.gone:
-                    launcher.terminate.remote(pod.attempt, 0.0)
-                pod.gone, pod.phase = True, "Failed"
-                pod.exit_code = pod.exit_code if pod.exit_code is not None else LOST_EXIT_CODE
-            run.stopping = True
-            return run
-        for pod in run.pods.values():
-            if pod.gone:
-                continue
-            if not pod.node_id:  # it was being placed when the server stopped: place it again
-                self._spawn(run, pod)
-                continue
-            launcher = self._launchers.find(pod.node_id)
-            state = None
-            if launcher is not None:
-                with contextlib.suppress(self._ray.exceptions.RayError, TimeoutError):
-                    state = self._ray.get(launcher.state.remote(pod.attempt), timeout=20)
-            if state is None:
-                self._lost(run, pod, "not found on its node after the server restarted")
-                continue
-            self._apply(run, pod, state)
-        return run
-
-    def _remove_strays(self, known: set[str]) -> None:
-        """Pods, actors and placement groups of gpuaas that no record names: stop them."""
-        from ray.util.placement_group import placement_group_table
-
-        for node_id in self._launchers.named():
-            launcher = self._launchers.find(node_id)
-            if launcher is None:
-                continue
-            with contextlib.suppress(self._ray.exceptions.RayError, TimeoutError):
-                for attempt in self._ray.get(launcher.attempts.remote(), timeout=20):
-                    if attempt not in known:
-                        launcher.terminate.remote(attempt, 0.0)
-                        launcher.release.remote(attempt)
-        for name in self._ray.util.list_named_actors():
-            if not name.startswith(LAUNCHER_PREFIX):  # pod actors of an older gpuaas
-                with contextlib.suppress(Exception):
-                    self._ray.kill(self._ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
-        names = {r.pg_name for r in self._runs.values()}
-        for info in placement_group_table().values():
-            name = info.get("name", "")
-            if name.startswith("gpuaas:") and name not in names and info.get("state") != "REMOVED":
-                from ray.util import get_placement_group
-                from ray.util.placement_group import remove_placement_group
-
-                with contextlib.suppress(Exception):
-                    remove_placement_group(get_placement_group(name))
-
-    def _log_lines(self, key: str, names: list[str], follow: bool) -> Iterator[str]:
-        offsets = dict.fromkeys(names, 0)
-        saved = dict.fromkeys(names, b"")
-        attempts: dict[str, str] = {}
-        while True:
-            with self._lock:
-                run = self._runs.get(key)
-                where = {
-                    n: (self._launchers.known(run.pods[n].node_id), run.pods[n].attempt)
-                    for n in names
-                    if run and n in run.pods and run.pods[n].node_id and not run.pods[n].gone
-                }
-            for name in names:
-                path = self._dir.log_path(key, name)
-                with contextlib.suppress(OSError):
-                    data = path.read_bytes()
-                    if len(data) > len(saved[name]):
-                        yield from lines(data[len(saved[name]) :], name, len(names))
-                        saved[name] = data
-                launcher, attempt = where.get(name, (None, ""))
-                if launcher is not None:
-                    if attempts.get(name) != attempt:  # a new attempt: its log from the start
-                        attempts[name], offsets[name] = attempt, 0
-                    with contextlib.suppress(self._ray.exceptions.RayError, TimeoutError):
-                        data, offsets[name] = self._ray.get(
-                            launcher.read_log.remote(attempt, offsets[name]), timeout=10
-                        )
-                        yield from lines(data, name, len(names))
-            if not follow or run is None:
-                return
-            time.sleep(0.5)
 
     def _status(self, run: RayRun) -> WorkloadRun:
         pods = tuple(
