@@ -557,3 +557,49 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+JOB_SCRIPT = """
+import os, ray
+ray.init()
+@ray.remote(num_gpus=1)
+def where():
+    return os.environ["GPUAAS_NODE"], ray.get_gpu_ids()
+print("job ran on", *ray.get(where.remote()))
+"""
+
+
+def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """A RayJob (K8sJobMode) is its cluster's pods plus a submitter pod: the submitter waits for
+    the head's dashboard and ``ray job submit``s the entrypoint; once it succeeded the cluster
+    shuts down and the workload finishes, Succeeded, with nothing left running."""
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(JOB_SCRIPT)
+    job = _raycluster("rj")
+    job["kind"] = "RayJob"
+    job["spec"] = {
+        "entrypoint": f"{sys.executable} {script}",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": job["spec"],
+    }
+    server = _server(tmp_path, cluster).start()
+    try:
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            r = c.post(f"{RAY}/namespaces/{NS}/rayjobs", json=job)
+            assert r.status_code == 201, r.text
+            finished = _until(
+                lambda: _condition(_workload(c, "rj"), "Finished"), "the RayJob to finish", 240
+            )
+            log = _log(c, "rj")
+            assert finished == ("True", "Succeeded"), log[-3000:]
+            assert "job ran on l4-4" in log, log[-3000:]
+            assert not _workload_processes(cluster, "rj")
+    finally:
+        server.stop()
+    assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
