@@ -244,7 +244,7 @@ def test_a_rayjob_gets_its_cluster_and_a_submitter_of_its_entrypoint(tmp_path: P
     assert tail[1:3] == ["job", "submit"]
     assert '--runtime-env-json={"pip": ["requests"], "env_vars": {"A": "b"}}' in tail
     assert "--entrypoint-num-gpus=1" in tail
-    assert tail[-2:] == ["--", "python run.py --x 1"]  # Ray runs it as one command line
+    assert tail[-5:] == ["--", "python", "run.py", "--x", "1"]  # split as KubeRay's shell does
     # the cluster's pods run `ray start`, as a RayCluster's do
     (head,) = [p for p in plan.pods if p.name == "rj-head-0"]
     assert "--head" in head.argv and "--block" in head.argv
@@ -255,6 +255,7 @@ def test_a_rayjob_gets_its_cluster_and_a_submitter_of_its_entrypoint(tmp_path: P
     [
         ({}, "RayJob team-b/rj: spec.entrypoint: required, a command line (a string)"),
         ({"entrypoint": ["python"]}, "spec.entrypoint: required, a command line"),
+        ({"entrypoint": "python 'x"}, "RayJob team-b/rj: spec.entrypoint: No closing quotation"),
         (
             {"entrypoint": "x", "submissionMode": "HTTPMode"},
             "RayJob team-b/rj: spec.submissionMode: HTTPMode is not run here yet",

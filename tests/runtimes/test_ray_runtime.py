@@ -460,7 +460,10 @@ def _raycluster(name: str) -> dict[str, Any]:
                     "terminationGracePeriodSeconds": 10,
                     "containers": [
                         {"name": container, "image": "rayproject/ray",
-                         "resources": {"requests": requests, "limits": requests}}
+                         "resources": {"requests": requests, "limits": requests},
+                         # this 2-core machine runs 5 raylets and other suites: Ray's own 60 s
+                         # for a raylet to register is too short at times
+                         "env": [{"name": "RAY_raylet_start_wait_time_s", "value": "180"}]}
                     ],
                     "tolerations": [
                         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -184,9 +185,13 @@ def submitter_command(
         elif isinstance(value, Mapping):
             value = json.dumps(dict(value))
         submit.append(f"{flag}={value}")
+    try:  # words, as the shell of KubeRay's submitter splits it (Ray quotes each word it gets)
+        words = shlex.split(entrypoint)
+    except ValueError as exc:
+        raise RayPlanError(f"{where}: spec.entrypoint: {exc}") from None
     launcher = [python, "-m", "gpuaas.runtimes.ray_pod", "submitter"]
     launcher += ["--state-dir", str(state_dir), "--run", run_id, "--pod", pod]
-    return (*launcher, "--", *submit, "--", entrypoint)
+    return (*launcher, "--", *submit, "--", *words)
 
 
 def _yaml_mapping(where: str, field: str, value: object) -> dict[str, object]:
