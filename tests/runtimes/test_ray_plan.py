@@ -257,6 +257,10 @@ def test_a_rayjob_gets_its_cluster_and_a_submitter_of_its_entrypoint(tmp_path: P
         ({"entrypoint": ["python"]}, "spec.entrypoint: required, a command line"),
         ({"entrypoint": "python 'x"}, "RayJob team-b/rj: spec.entrypoint: No closing quotation"),
         (
+            {"entrypoint": "x", "head-params": {"include-dashboard": "false"}},
+            "headGroupSpec.rayStartParams.include-dashboard: false, but the RayJob's submitter",
+        ),
+        (
             {"entrypoint": "x", "submissionMode": "HTTPMode"},
             "RayJob team-b/rj: spec.submissionMode: HTTPMode is not run here yet",
         ),
@@ -269,5 +273,8 @@ def test_a_rayjob_gets_its_cluster_and_a_submitter_of_its_entrypoint(tmp_path: P
 def test_a_rayjob_that_cannot_be_submitted_is_refused_naming_the_field(
     tmp_path: Path, spec: dict[str, Any], message: str
 ) -> None:
+    doc = _rayjob(**{k: v for k, v in spec.items() if k != "head-params"})
+    if "head-params" in spec:
+        doc["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"] = spec["head-params"]
     with pytest.raises(PodSpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        _plan(_rayjob(**spec), tmp_path)
+        _plan(doc, tmp_path)

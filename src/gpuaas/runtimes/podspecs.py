@@ -149,6 +149,11 @@ def _ray_command(
     head = _mapping(spec.get("headGroupSpec"), f"{where}: {path}.headGroupSpec")
     field = f"{path}.headGroupSpec.rayStartParams"
     params[ray_plan.HEAD] = (_mapping(head.get("rayStartParams") or {}, f"{where}: {field}"), field)
+    if path != "spec" and str(params[ray_plan.HEAD][0].get("include-dashboard")).lower() == "false":
+        raise PodSpecError(
+            f"{where}: {field}.include-dashboard: false, but the RayJob's submitter submits "
+            "through the head's dashboard"
+        )
     for i, group in enumerate(spec.get("workerGroupSpecs") or []):
         group = _mapping(group, f"{where}: {path}.workerGroupSpecs[{i}]")
         field = f"{path}.workerGroupSpecs[{i}].rayStartParams"
