@@ -576,13 +576,18 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
     cluster: LocalRayCluster, tmp_path: Path
 ) -> None:
     """A RayJob (K8sJobMode) is its cluster's pods plus a submitter pod: the submitter waits for
-    the head's dashboard and ``ray job submit``s the entrypoint; once it succeeded the cluster
-    shuts down and the workload finishes, Succeeded, with nothing left running."""
+    the head's dashboard and ``ray job submit``s the entrypoint, whose GPU task runs on the node
+    Ray gave the head's pod and its GPUs; once it succeeded the cluster shuts down and the
+    workload finishes, Succeeded, with nothing left running."""
     import sys
 
     script = tmp_path / "job.py"
     script.write_text(JOB_SCRIPT)
     job = _raycluster("rj")
+    # one Ray node only (a head with the 4 GPUs): five raylets at once are too many here
+    head = job["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
+    head["requests"]["nvidia.com/gpu"] = head["limits"]["nvidia.com/gpu"] = 4
+    job["spec"]["workerGroupSpecs"] = []
     job["kind"] = "RayJob"
     job["spec"] = {
         "entrypoint": f"{sys.executable} {script}",
