@@ -10,6 +10,8 @@ plan): the command runs ``gpuaas.runtimes.ray_pod``, which picks free ports at s
 them in the workload's Ray directory, and then runs ``ray start``. ``headGroupSpec.rayStartParams``
 and each worker group's ``rayStartParams`` are honoured where they make sense on one host; the
 ones gpuaas must own (ports, addresses, ``block``) are replaced, CPUs and GPUs may only be lowered.
+A RayJob's cluster gets the same commands, and its submitter pod ``submitter_command``: the
+launcher waits for the head's dashboard, then ``ray job submit`` runs the RayJob's entrypoint.
 Pure: no processes, no sockets; errors name the object, the field and the reason.
 """
 
