@@ -127,6 +127,7 @@ class Release:
 
     event: Any  # the RuntimeEvent to emit once released
     wanted: dict[str, dict[str, float]]  # node id -> resource -> free amount to wait for
+    status: Any = None  # the run's last WorkloadRun: still shown by ``running()`` meanwhile
     deadline: float = field(default_factory=lambda: time.monotonic() + RELEASE_WAIT)
 
     def done(self, free: dict[str, dict[str, float]] | None) -> bool:

@@ -37,6 +37,7 @@ class RayPod:
     gone: bool = False
     node_id: str = ""  # the Ray node of the current attempt, once its lease answered
     lease: Any = None  # the ObjectRef of its outstanding ``lease`` task (placing it)
+    placing: bool = False  # no lease: waiting for its group to be placed (a pod with no GPU)
     start: Any = None  # the ObjectRef of its launcher's ``start`` answer
 
     @property

@@ -202,7 +202,11 @@ class RayRuntime:
 
     def running(self) -> dict[str, WorkloadRun]:
         with self._lock:
-            return {key: self._status(run) for key, run in sorted(self._runs.items())}
+            # a run whose group is being released is still shown (its pods are gone) until its
+            # end is reported: the bridge must not think its pods lost meanwhile
+            out = {key: r.status for key, r in self._releasing.items() if r.status is not None}
+            out.update((key, self._status(run)) for key, run in self._runs.items())
+            return dict(sorted(out.items()))
 
     def adopt(self) -> list[str]:
         with self._lock:
@@ -301,6 +305,14 @@ class RayRuntime:
         resources = bundle(pod.spec)
         pod.phase, pod.pid, pod.node, pod.gpus, pod.node_id = "Pending", None, "", (), ""
         pod.exit_code, pod.gone, pod.start = None, False, None
+        if not pod.spec.gpus and pod.restarts == 0:
+            # No GPU ids to learn: its node is read from the group's table once it is placed,
+            # with no Ray worker needed (a lease per pod needs one, and many pods started at
+            # once made Ray start new workers for them). A retry takes a lease: after a node
+            # died the table may still name it for a moment, where Ray schedules a task right.
+            pod.lease, pod.placing = None, True
+            return
+        pod.placing = False
         pod.lease = self._lease.options(
             num_cpus=resources.get("CPU", 0),
             num_gpus=resources.get("GPU", 0),
@@ -343,6 +355,7 @@ class RayRuntime:
                     self._leased(run, pod, ref)
                 else:
                     self._started(run, pod, ref)
+        self._placed()
         answers, dead = self._launchers.answers()
         if not answers and not dead:
             return
@@ -357,6 +370,23 @@ class RayRuntime:
                 if pod.node_id == node_id and not pod.gone and pod.lease is None:
                     pod.start = None
                     self._lost(run, pod, f"the launcher of node {pod.node or node_id} died")
+
+    def _placed(self) -> None:
+        """Launch the GPU-less pods whose group Ray has placed (one GCS call for all groups)."""
+        waiting = [(r, p) for r in self._runs.values() for p in r.pods.values() if p.placing]
+        if not waiting:
+            return
+        from ray.util.placement_group import placement_group_table
+
+        table = placement_group_table()
+        for run, pod in waiting:
+            info = table.get(run.pg.id.hex()) if run.pg is not None else None
+            if info is None or info.get("state") != "CREATED":
+                continue
+            node_id = info.get("bundles_to_node_id", {}).get(pod.bundle)
+            if node_id:
+                pod.placing = False
+                self._launch(run, pod, str(node_id), [])
 
     def _leased(self, run: RayRun, pod: RayPod, ref: Any) -> None:
         pod.lease = None
@@ -441,8 +471,9 @@ class RayRuntime:
         if pod.gone:
             return
         grace = pod.spec.termination_grace_seconds if grace_seconds is None else grace_seconds
-        if pod.lease is not None:  # not placed yet: no process to drain
+        if pod.lease is not None or pod.placing:  # not placed yet: no process to drain
             self._cancel_lease(pod)
+            pod.placing = False
             self._exited(run, pod, LOST_EXIT_CODE)
             return
         pod.phase = "Terminating"
@@ -479,7 +510,7 @@ class RayRuntime:
         del self._runs[run.key]
         message = f"exit codes {codes}, {run.failures} failure(s)"
         event = RuntimeEvent(kind, run.key, self._clock(), None, None, message)
-        self._releasing[run.key] = Release(event, wanted)
+        self._releasing[run.key] = Release(event, wanted, self._status(run))
         self._released()
 
     def _released(self) -> None:
