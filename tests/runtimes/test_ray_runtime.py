@@ -352,6 +352,7 @@ def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
     finally:
         server.stop()
     assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
+    cluster.restart_node("l4-1")  # the module's cluster whole again for the tests after this
 
 
 def test_runtime_places_all_or_nothing_and_retries_within_backoff_limit(

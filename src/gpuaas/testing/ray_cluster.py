@@ -158,8 +158,17 @@ class LocalRayCluster:
         self.nodes.clear()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
+    def restart_node(self, name: str, timeout: float = 240.0) -> None:
+        """Start node ``name`` anew (after ``kill_raylet``): a new Ray node, same labels."""
+        self._kill_session(self.nodes.pop(name))
+        spec = next(s for s in self.specs if s.name == name)
+        self._start_node(spec, head=False)
+        self._wait_nodes(len(self.nodes), timeout)
+
     def _kill_session(self, started: _Started) -> None:
-        """Kill what a failed node's ``ray start`` left (its raylet may still register)."""
+        """Kill what a node's ``ray start`` left (a failed start's raylet may still register)."""
+        with contextlib.suppress(ProcessLookupError):
+            started.proc.kill()
         started.proc.wait()
         for proc in psutil.process_iter():
             with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
