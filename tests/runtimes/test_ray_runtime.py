@@ -8,7 +8,9 @@ at once, each pod on the node its flavor names with ``GPUAAS_NODE`` and ``CUDA_V
 from Ray; a prod Job preempts a dev Job on the 4-GPU node (SIGTERM, then the prod pod starts on the
 freed GPUs); the server is killed and its successor re-adopts the pods; a worker's raylet is killed
 and its pod fails and waits, Pending, for a node that can take it. The runtime alone shows
-all-or-nothing placement and the backoffLimit. Needs the ``ray`` extra (Ray 2.49 or later).
+all-or-nothing placement and the backoffLimit. A RayCluster becomes a Ray cluster of its own whose
+head and worker are pods on two nodes, and a RayJob's submitter runs its entrypoint there, then
+ends the cluster. Needs the ``ray`` extra (Ray 2.49 or later).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import httpx
 import psutil
 import pytest
 import yaml
+from ray_manifests import JOB_SCRIPT, TASKS_ON_EVERY_NODE, raycluster
 
 from gpuaas.api.testing import ServerProcess
 from gpuaas.cli.node import table
@@ -436,60 +439,6 @@ def test_losing_the_ray_head_degrades_the_runtime_and_it_joins_again(tmp_path: P
 
 
 RAY = "/apis/ray.io/v1"
-RAY_DRIVER = """
-import sys, ray
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-@ray.remote(num_cpus=0.5, scheduling_strategy="SPREAD")
-def where():
-    import os, time
-    time.sleep(0.5)
-    return os.environ["GPUAAS_NODE"]
-print(" ".join(sorted(set(ray.get([where.remote() for _ in range(6)])))))
-"""
-
-
-def _raycluster(name: str) -> dict[str, Any]:
-    """A small RayCluster in seed 001's queue: a CPU head and one worker with 4 GPUs, so Kueue
-    gives them different flavors (``g6.4xlarge``, ``g6.12xlarge``) and Ray different nodes."""
-
-    def group(container: str, gpus: int) -> dict[str, Any]:
-        requests = {"cpu": "1", "memory": "1Gi", **({"nvidia.com/gpu": gpus} if gpus else {})}
-        return {
-            "rayStartParams": {},
-            "template": {
-                "spec": {
-                    "terminationGracePeriodSeconds": 10,
-                    "containers": [
-                        {"name": container, "image": "rayproject/ray",
-                         "resources": {"requests": requests, "limits": requests},
-                         # this 2-core machine runs 5 raylets and other suites: Ray's own 60 s
-                         # for a raylet to register is too short at times
-                         "env": [{"name": "RAY_raylet_start_wait_time_s", "value": "180"}]}
-                    ],
-                    "tolerations": [
-                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
-                }
-            },
-        }  # fmt: skip
-
-    worker = {"groupName": "gpu", "replicas": 1, "minReplicas": 1, "maxReplicas": 1}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": "private-ai-queue",
-                "kueue.x-k8s.io/priority-class": "dev",
-            },
-        },
-        "spec": {
-            "headGroupSpec": group("ray-head", 0),
-            "workerGroupSpecs": [{**worker, **group("ray-worker", 4)}],
-        },
-    }
 
 
 def _ray_status(c: httpx.Client, name: str) -> dict[str, Any]:
@@ -517,7 +466,7 @@ def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
         with server.client() as c:
             for doc in _setup():
                 _create(c, doc)
-            r = c.post(f"{RAY}/namespaces/{NS}/rayclusters", json=_raycluster("rc"))
+            r = c.post(f"{RAY}/namespaces/{NS}/rayclusters", json=raycluster("rc", NS))
             assert r.status_code == 201, r.text
             status = _until(
                 lambda: (s := _ray_status(c, "rc")).get("state") == "ready" and s,
@@ -536,7 +485,10 @@ def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
             ]
             gcs = f"127.0.0.1:{status['endpoints']['gcs-server']}"
             ran = subprocess.run(
-                [sys.executable, "-c", RAY_DRIVER, gcs], capture_output=True, text=True, timeout=120
+                [sys.executable, "-c", TASKS_ON_EVERY_NODE, gcs],
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
             assert ran.returncode == 0, ran.stderr[-3000:]
             assert ran.stdout.split() == ["l4-1", "l4-4"], ran.stdout  # tasks on both nodes
@@ -563,16 +515,6 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-JOB_SCRIPT = """
-import os, ray
-ray.init()
-@ray.remote(num_gpus=1)
-def where():
-    return os.environ["GPUAAS_NODE"], ray.get_gpu_ids()
-print("job ran on", *ray.get(where.remote()))
-"""
-
-
 def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
     cluster: LocalRayCluster, tmp_path: Path
 ) -> None:
@@ -584,7 +526,7 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
 
     script = tmp_path / "job.py"
     script.write_text(JOB_SCRIPT)
-    job = _raycluster("rj")
+    job = raycluster("rj", NS)
     # one Ray node only (a head with the 4 GPUs): five raylets at once are too many here
     head = job["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
     head["requests"]["nvidia.com/gpu"] = head["limits"]["nvidia.com/gpu"] = 4
