@@ -17,6 +17,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -174,6 +175,7 @@ def measure(name: str, extra: tuple[str, ...], labels: dict[str, str], args: arg
     )
     print(f"{name:6} prod pod start p50 {_ms(starts, 50)}  p99 {_ms(starts, 99)}")
     print(f"{name:6} pods started per second: {rate:.1f} ({args.pods} one-pod Jobs at once)")
+    print(f"{name:6} load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
 
 
 def _ms(values: list[float], pct: int) -> str:
@@ -187,39 +189,53 @@ def _ms(values: list[float], pct: int) -> str:
 
 def ray_phases(cluster: LocalRayCluster, runs: int, marks: Path) -> None:
     """Where a pod start goes on Ray, step by step as the Ray runtime takes them: the placement
-    group placed (``pg.ready()``), the pod's actor created and its ``__init__`` done (a Ray worker
-    process started for it, the pod's leader spawned), the pod's command running (its mark)."""
+    group placed (``pg.ready()``, once the previous group's resources are back in Ray's view),
+    the lease task in its bundle answered (node and GPU ids), the node's launcher started the
+    pod and its command runs (its mark)."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from gpuaas.runtimes.ray_actor import PodProcess
+    from gpuaas.runtimes.ray_actor import lease
+    from gpuaas.runtimes.ray_launchers import Launchers, free_per_node
 
     ray.init(address=cluster.address, namespace="gpuaas-bench", logging_level="ERROR",
              log_to_driver=False)  # fmt: skip
-    actor_class = ray.remote(PodProcess)
-    phases: dict[str, list[float]] = {"group placed": [], "actor ready": [], "command runs": []}
+    lease_task = ray.remote(lease)
+    launchers = Launchers(ray, "gpuaas-bench")
+    phases: dict[str, list[float]] = {"group placed": [], "leased": [], "command runs": []}
     try:
         for i in range(runs):
             t0 = time.time()
             pg = placement_group([{"CPU": 0.1, "GPU": 4.0}], strategy="PACK")
             ray.get(pg.ready(), timeout=60)
             t1 = time.time()
-            script = f"date +%s.%N > {marks}/phase-{i}; exec sleep 300"
-            actor = actor_class.options(
-                num_cpus=0.1, num_gpus=4, max_concurrency=8,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0),
-            ).remote(["/bin/sh", "-c", script], {}, None, f"bench-{i}")  # fmt: skip
-            ray.get(actor.state.remote(), timeout=60)
+            answer = ray.get(lease_task.options(
+                num_cpus=0.1, num_gpus=4, scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0)
+            ).remote(), timeout=60)  # fmt: skip
             t2 = time.time()
+            launcher = launchers.get(answer["nodeId"])
+            script = f"date +%s.%N > {marks}/phase-{i}; exec sleep 300"
+            ray.get(launcher.start.remote(f"bench-{i}", ["/bin/sh", "-c", script], {}, None,
+                                          answer["gpus"]), timeout=60)  # fmt: skip
             t3 = until(lambda i=i: mark(marks, f"phase-{i}"), "the command")  # type: ignore[misc]
             phases["group placed"].append(t1 - t0)
-            phases["actor ready"].append(t2 - t1)
+            phases["leased"].append(t2 - t1)
             phases["command runs"].append(t3 - t2)
-            ray.get(actor.terminate.remote(0.0))
-            ray.kill(actor)
+            ray.get(launcher.terminate.remote(f"bench-{i}", 0.0))
+            gone = launcher.state.remote
+            until(lambda g=gone, i=i: ray.get(g(f"bench-{i}"))["phase"] != "Running",
+                  "the pod gone", step=0.01)  # fmt: skip
+            before = (free_per_node(ray) or {}).get(answer["nodeId"], {}).get("GPU", 0.0)
             remove_placement_group(pg)
+            until(
+                lambda n=answer["nodeId"], b=before: (  # type: ignore[misc]
+                    (free_per_node(ray) or {}).get(n, {}).get("GPU", 0.0) >= b + 4
+                ),
+                "GPUs back",
+            )
     finally:
+        launchers.stop_all()
         ray.shutdown()
     for name, values in phases.items():
         print(f"ray    phase {name:13} p50 {_ms(values, 50)}  p99 {_ms(values, 99)}")

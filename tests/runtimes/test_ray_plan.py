@@ -214,3 +214,67 @@ def test_a_temp_dir_too_long_for_rays_sockets_is_refused(
     monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "x" * 60)
     with pytest.raises(PodSpecError, match=r"too long for its sockets.*TMPDIR"):
         _plan(_seed("team-b-ray-cluster-dev.yaml"), tmp_path)
+
+
+def _rayjob(**spec: Any) -> dict[str, Any]:
+    cluster = _seed("team-b-ray-cluster-dev.yaml")
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "rj", "namespace": "team-b", "labels": cluster["metadata"]["labels"]},
+        "spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster["spec"], **spec},
+    }
+
+
+def test_a_rayjob_gets_its_cluster_and_a_submitter_of_its_entrypoint(tmp_path: Path) -> None:
+    env = "pip: [requests]\nenv_vars: {A: b}\n"
+    plan = _plan(
+        _rayjob(entrypoint="python run.py --x 1", runtimeEnvYAML=env, entrypointNumGpus=1),
+        tmp_path,
+    )
+    roles = {p.name: p.argv[p.argv.index("gpuaas.runtimes.ray_pod") + 1] for p in plan.pods}
+    assert roles == {
+        "rj-head-0": "head",
+        "rj-small-group-test-0": "worker",
+        "rj-small-group-test-1": "worker",
+        "rj-submitter-0": "submitter",
+    }
+    (submitter,) = [p for p in plan.pods if p.name == "rj-submitter-0"]
+    tail = list(submitter.argv[submitter.argv.index("--") + 1 :])
+    assert tail[1:3] == ["job", "submit"]
+    assert '--runtime-env-json={"pip": ["requests"], "env_vars": {"A": "b"}}' in tail
+    assert "--entrypoint-num-gpus=1" in tail
+    assert tail[-5:] == ["--", "python", "run.py", "--x", "1"]  # split as KubeRay's shell does
+    # the cluster's pods run `ray start`, as a RayCluster's do
+    (head,) = [p for p in plan.pods if p.name == "rj-head-0"]
+    assert "--head" in head.argv and "--block" in head.argv
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({}, "RayJob team-b/rj: spec.entrypoint: required, a command line (a string)"),
+        ({"entrypoint": ["python"]}, "spec.entrypoint: required, a command line"),
+        ({"entrypoint": "python 'x"}, "RayJob team-b/rj: spec.entrypoint: No closing quotation"),
+        (
+            {"entrypoint": "x", "head-params": {"include-dashboard": "false"}},
+            "headGroupSpec.rayStartParams.include-dashboard: false, but the RayJob's submitter",
+        ),
+        (
+            {"entrypoint": "x", "submissionMode": "HTTPMode"},
+            "RayJob team-b/rj: spec.submissionMode: HTTPMode is not run here yet",
+        ),
+        (
+            {"entrypoint": "x", "runtimeEnvYAML": "- a list"},
+            "RayJob team-b/rj: spec.runtimeEnvYAML: must be a YAML mapping",
+        ),
+    ],
+)
+def test_a_rayjob_that_cannot_be_submitted_is_refused_naming_the_field(
+    tmp_path: Path, spec: dict[str, Any], message: str
+) -> None:
+    doc = _rayjob(**{k: v for k, v in spec.items() if k != "head-params"})
+    if "head-params" in spec:
+        doc["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"] = spec["head-params"]
+    with pytest.raises(PodSpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _plan(doc, tmp_path)

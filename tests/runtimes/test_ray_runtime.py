@@ -8,7 +8,9 @@ at once, each pod on the node its flavor names with ``GPUAAS_NODE`` and ``CUDA_V
 from Ray; a prod Job preempts a dev Job on the 4-GPU node (SIGTERM, then the prod pod starts on the
 freed GPUs); the server is killed and its successor re-adopts the pods; a worker's raylet is killed
 and its pod fails and waits, Pending, for a node that can take it. The runtime alone shows
-all-or-nothing placement and the backoffLimit. Needs the ``ray`` extra (Ray 2.49 or later).
+all-or-nothing placement and the backoffLimit. A RayCluster becomes a Ray cluster of its own whose
+head and worker are pods on two nodes, and a RayJob's submitter runs its entrypoint there, then
+ends the cluster. Needs the ``ray`` extra (Ray 2.49 or later).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import httpx
 import psutil
 import pytest
 import yaml
+from ray_manifests import JOB_SCRIPT, TASKS_ON_EVERY_NODE, raycluster
 
 from gpuaas.api.testing import ServerProcess
 from gpuaas.cli.node import table
@@ -352,6 +355,7 @@ def test_pods_survive_a_server_crash_and_a_dead_node_fails_its_pods(
     finally:
         server.stop()
     assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
+    cluster.restart_node("l4-1")  # the module's cluster whole again for the tests after this
 
 
 def test_runtime_places_all_or_nothing_and_retries_within_backoff_limit(
@@ -432,3 +436,121 @@ def test_losing_the_ray_head_degrades_the_runtime_and_it_joins_again(tmp_path: P
         for cluster in clusters:
             cluster.stop()
     assert not [p for cluster in clusters for p in cluster.processes()]
+
+
+RAY = "/apis/ray.io/v1"
+
+
+def _ray_status(c: httpx.Client, name: str) -> dict[str, Any]:
+    r = c.get(f"{RAY}/namespaces/{NS}/rayclusters/{name}")
+    assert r.status_code == 200, r.text
+    return dict(r.json().get("status") or {})
+
+
+def _workload_processes(cluster: LocalRayCluster, name: str) -> list[psutil.Process]:
+    return [p for p in cluster.processes() if _environ(p).get("GPUAAS_WORKLOAD") == f"{NS}/{name}"]
+
+
+def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """As KubeRay makes one from pods: the RayCluster's head and worker are pods Ray placed on
+    two nodes (by their flavors), each running ``ray start`` with its own ports and temp dir;
+    the worker's Ray node has the 4 GPUs Ray assigned its pod; a driver runs tasks on both;
+    preemption stops all of it, and the preemptor runs on the freed GPUs."""
+    import subprocess
+    import sys
+
+    server = _server(tmp_path, cluster).start()
+    try:
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            r = c.post(f"{RAY}/namespaces/{NS}/rayclusters", json=raycluster("rc", NS))
+            assert r.status_code == 201, r.text
+            status = _until(
+                lambda: (s := _ray_status(c, "rc")).get("state") == "ready" and s,
+                "the RayCluster's own Ray to be ready",
+                180,
+            )
+            # its pods run on the nodes their flavors name, with GPUAAS_NODE and the GPUs
+            pods = {
+                _environ(p)["GPUAAS_POD"]: _environ(p)
+                for p in _workload_processes(cluster, "rc")
+                if p.name() == "raylet"
+            }
+            assert sorted((e["GPUAAS_NODE"], e["CUDA_VISIBLE_DEVICES"]) for e in pods.values()) == [
+                ("l4-1", ""),
+                ("l4-4", "0,1,2,3"),
+            ]
+            gcs = f"127.0.0.1:{status['endpoints']['gcs-server']}"
+            ran = subprocess.run(
+                [sys.executable, "-c", TASKS_ON_EVERY_NODE, gcs],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert ran.returncode == 0, ran.stderr[-3000:]
+            assert ran.stdout.split() == ["l4-1", "l4-4"], ran.stdout  # tasks on both nodes
+            before = _workload_processes(cluster, "rc")
+            assert len(before) > 6  # gcs, raylets, agents, core workers, launchers...
+            # preemption: a prod Job takes the 4 GPUs; all of the RayCluster's Ray goes
+            _create(c, _job("prod-rc", 4, "prod"))
+            _until(lambda: _running(c, "prod-rc"), "prod's pod to run", 120)
+            assert not [p for p in before if _alive(p)]
+            assert not _workload_processes(cluster, "rc")
+            _until(lambda: _ray_status(c, "rc").get("state") == "suspended", "rc suspended")
+            assert _until(lambda: _started_line(c, "prod-rc"), "prod's output") == (
+                "node=l4-4 cuda=0,1,2,3 pod=prod-rc-0 restart=0"
+            )
+    finally:
+        server.stop()
+    assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    """A RayJob (K8sJobMode) is its cluster's pods plus a submitter pod: the submitter waits for
+    the head's dashboard and ``ray job submit``s the entrypoint, whose GPU task runs on the node
+    Ray gave the head's pod and its GPUs; once it succeeded the cluster shuts down and the
+    workload finishes, Succeeded, with nothing left running."""
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(JOB_SCRIPT)
+    job = raycluster("rj", NS)
+    # one Ray node only (a head with the 4 GPUs): five raylets at once are too many here
+    head = job["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
+    head["requests"]["nvidia.com/gpu"] = head["limits"]["nvidia.com/gpu"] = 4
+    job["spec"]["workerGroupSpecs"] = []
+    job["kind"] = "RayJob"
+    job["spec"] = {
+        "entrypoint": f"{sys.executable} {script}",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": job["spec"],
+    }
+    server = _server(tmp_path, cluster).start()
+    try:
+        with server.client() as c:
+            for doc in _setup():
+                _create(c, doc)
+            r = c.post(f"{RAY}/namespaces/{NS}/rayjobs", json=job)
+            assert r.status_code == 201, r.text
+            finished = _until(
+                lambda: _condition(_workload(c, "rj"), "Finished"), "the RayJob to finish", 240
+            )
+            log = _log(c, "rj")
+            assert finished == ("True", "Succeeded"), log[-3000:]
+            assert "job ran on l4-4" in log, log[-3000:]
+            assert not _workload_processes(cluster, "rj")
+    finally:
+        server.stop()
+    assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]

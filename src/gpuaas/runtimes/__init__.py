@@ -6,10 +6,9 @@ groups on this machine; ``registry`` names the runtimes a server may choose (``-
 Runtimes depend on ``core`` and ``inventory`` only, never on the engine or the API.
 
 The names below are loaded on first use (PEP 562), not when the package is imported: on Ray
-every pod start imports this package twice in fresh processes (the Ray worker that unpickles
-``ray_actor.PodProcess``, then the pod's group leader ``ray_podproc``), and importing the core
-with it cost about 0.4 s each on a busy machine (``python -X importtime``), on the critical path
-of every preemption.
+every pod start imports this package in a fresh process (the pod's group leader
+``ray_podproc``), and importing the core with it cost about 0.4 s on a busy machine
+(``python -X importtime``), on the critical path of every preemption.
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ GPU = "nvidia.com/gpu"
 KNOWN_ENTRYPOINTS: dict[str, tuple[str, ...]] = {"gcr.io/k8s-staging-perf-tests/sleep": ("sleep",)}
 RayCommand = Callable[[str, PodSet, float], tuple[str, ...]]  # (pod name, podSet, grace) -> argv
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+# KubeRay's default submitter pod: one container, its image's `ray job submit` (here: ray_plan's)
+_DEFAULT_SUBMITTER = {"containers": [{"name": "ray-job-submitter", "image": "rayproject/ray"}]}
 
 
 class PodSpecError(ValueError):
@@ -104,7 +106,13 @@ def pod_templates(manifest: Mapping[str, Any], where: str) -> dict[str, Mapping[
         return _ray_templates(spec, where, "spec")
     if kind == "RayJob":
         cluster = _mapping(spec.get("rayClusterSpec"), f"{where}: spec.rayClusterSpec")
-        return _ray_templates(cluster, where, "spec.rayClusterSpec")
+        templates = _ray_templates(cluster, where, "spec.rayClusterSpec")
+        if spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":  # Kueue's submitter podset
+            raw = spec.get("submitterPodTemplate") or {"spec": _DEFAULT_SUBMITTER}
+            field = f"{where}: spec.submitterPodTemplate"
+            submitter = _mapping(_mapping(raw, field).get("spec"), f"{field}.spec")
+            templates[ray_plan.SUBMITTER] = submitter
+        return templates
     if kind == "Workload":
         out: dict[str, Mapping[str, Any]] = {}
         for i, ps in enumerate(_list(spec.get("podSets"), f"{where}: spec.podSets")):
@@ -132,14 +140,27 @@ def _ray_command(
     manifest: Mapping[str, Any], where: str, ray_dir: Path | None, ray_bin: Path | None
 ) -> RayCommand:
     """A maker of ``ray start`` commands for this RayCluster's pods (one run id for all)."""
-    spec = _mapping(manifest.get("spec", {}), f"{where}: spec")
+    job = _mapping(manifest.get("spec", {}), f"{where}: spec")
+    path = "spec.rayClusterSpec" if manifest.get("kind") == "RayJob" else "spec"
+    spec = _mapping(job.get("rayClusterSpec"), f"{where}: {path}") if path != "spec" else job
+    mode = job.get("submissionMode", "K8sJobMode")
+    if path != "spec" and mode != "K8sJobMode":  # no submitter pod: nothing would submit
+        raise PodSpecError(
+            f"{where}: spec.submissionMode: {mode} is not run here yet (only K8sJobMode: "
+            "a submitter pod)"
+        )
     params: dict[str, tuple[Mapping[str, Any], str]] = {}
-    head = _mapping(spec.get("headGroupSpec"), f"{where}: spec.headGroupSpec")
-    field = "spec.headGroupSpec.rayStartParams"
+    head = _mapping(spec.get("headGroupSpec"), f"{where}: {path}.headGroupSpec")
+    field = f"{path}.headGroupSpec.rayStartParams"
     params[ray_plan.HEAD] = (_mapping(head.get("rayStartParams") or {}, f"{where}: {field}"), field)
+    if path != "spec" and str(params[ray_plan.HEAD][0].get("include-dashboard")).lower() == "false":
+        raise PodSpecError(
+            f"{where}: {field}.include-dashboard: false, but the RayJob's submitter submits "
+            "through the head's dashboard"
+        )
     for i, group in enumerate(spec.get("workerGroupSpecs") or []):
-        group = _mapping(group, f"{where}: spec.workerGroupSpecs[{i}]")
-        field = f"spec.workerGroupSpecs[{i}].rayStartParams"
+        group = _mapping(group, f"{where}: {path}.workerGroupSpecs[{i}]")
+        field = f"{path}.workerGroupSpecs[{i}].rayStartParams"
         raw = _mapping(group.get("rayStartParams") or {}, f"{where}: {field}")
         params[str(group.get("groupName") or f"workers-{i}")] = (raw, field)
     run_id = secrets.token_hex(4)
@@ -156,6 +177,11 @@ def _ray_command(
                 f"{where}: podSet {pod_set.name}: no command, and Ray is not installed here "
                 f"({binary} is missing): install the extra, pip install 'gpuaas[ray]'"
             )
+        if path != "spec" and pod_set.name == ray_plan.SUBMITTER:  # the RayJob's submitter
+            try:
+                return ray_plan.submitter_command(where, job, pod, ray_dir, run_id, binary)
+            except ray_plan.RayPlanError as exc:
+                raise PodSpecError(str(exc)) from None
         group, field = params.get(pod_set.name, ({}, f"podSet {pod_set.name} rayStartParams"))
         request = ray_plan.RayPod(
             where=where,

@@ -12,7 +12,7 @@ later, and ``nodes()`` lists the last known nodes as not alive. Every ``RETRY_SE
 child tries to join again; once the head answers, it re-adopts every recorded run
 (``RayRuntime.adopt``): with a new cluster the placement groups are gone, so each run ends as
 ``Stopped`` and the engine, which still holds the workload admitted, starts it anew there; with a
-head restarted with GCS fault tolerance the actors are found and the pods go on. It decides
+head restarted with GCS fault tolerance the launchers are found and the pods go on. It decides
 nothing about admission and holds no pod itself.
 """
 

@@ -10,21 +10,34 @@ plan): the command runs ``gpuaas.runtimes.ray_pod``, which picks free ports at s
 them in the workload's Ray directory, and then runs ``ray start``. ``headGroupSpec.rayStartParams``
 and each worker group's ``rayStartParams`` are honoured where they make sense on one host; the
 ones gpuaas must own (ports, addresses, ``block``) are replaced, CPUs and GPUs may only be lowered.
+A RayJob's cluster gets the same commands, and its submitter pod ``submitter_command``: the
+launcher waits for the head's dashboard, then ``ray job submit`` runs the RayJob's entrypoint.
 Pure: no processes, no sockets; errors name the object, the field and the reason.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-RAY_KINDS = frozenset({"RayCluster"})
+RAY_KINDS = frozenset({"RayCluster", "RayJob"})
 HEAD = "head"
+SUBMITTER = "submitter"  # the RayJob's submitter podset (K8sJobMode), as Kueue names it
+# RayJob fields passed to `ray job submit`, as KubeRay's submitter passes them
+_SUBMIT_FLAGS = (
+    ("runtimeEnvYAML", "--runtime-env-json"),
+    ("entrypointNumCpus", "--entrypoint-num-cpus"),
+    ("entrypointNumGpus", "--entrypoint-num-gpus"),
+    ("entrypointResources", "--entrypoint-resources"),
+    ("metadata", "--metadata-json"),
+)
 NODE_IP = "127.0.0.1"
 # Ray refuses socket paths longer than this (AF_UNIX); its own part of the path is about this long:
 _SOCKET_PATH_MAX = 107
@@ -140,6 +153,59 @@ def command(
         launcher.append("--dashboard")
     launcher += ["--temp-dir", str(tmp)]
     return (*launcher, "--", *ray)
+
+
+def submitter_command(
+    where: str,
+    job: Mapping[str, object],
+    pod: str,
+    state_dir: Path,
+    run_id: str,
+    ray_bin: Path,
+    python: str = sys.executable,
+) -> tuple[str, ...]:
+    """A RayJob's submitter pod (K8sJobMode, a container with no command): ``ray_pod
+    submitter`` waits for its cluster's head and dashboard, then runs ``ray job submit`` with the
+    RayJob's ``entrypoint`` there, following it to its end, as KubeRay's submitter Job does.
+    ``job`` is the RayJob's ``spec``."""
+    entrypoint = job.get("entrypoint")
+    if not isinstance(entrypoint, str) or not entrypoint.strip():
+        raise RayPlanError(f"{where}: spec.entrypoint: required, a command line (a string)")
+    mode = job.get("submissionMode", "K8sJobMode")
+    if mode != "K8sJobMode":
+        raise RayPlanError(
+            f"{where}: spec.submissionMode: {mode} is not run here yet (only K8sJobMode: "
+            "a submitter pod)"
+        )
+    submit = [str(ray_bin), "job", "submit"]
+    for field, flag in _SUBMIT_FLAGS:
+        value = job.get(field)
+        if value is None:
+            continue
+        if field == "runtimeEnvYAML":
+            value = json.dumps(_yaml_mapping(where, field, value))
+        elif isinstance(value, Mapping):
+            value = json.dumps(dict(value))
+        submit.append(f"{flag}={value}")
+    try:  # words, as the shell of KubeRay's submitter splits it (Ray quotes each word it gets)
+        words = shlex.split(entrypoint)
+    except ValueError as exc:
+        raise RayPlanError(f"{where}: spec.entrypoint: {exc}") from None
+    launcher = [python, "-m", "gpuaas.runtimes.ray_pod", "submitter"]
+    launcher += ["--state-dir", str(state_dir), "--run", run_id, "--pod", pod]
+    return (*launcher, "--", *submit, "--", *words)
+
+
+def _yaml_mapping(where: str, field: str, value: object) -> dict[str, object]:
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(str(value)) if isinstance(value, str) else value
+    except yaml.YAMLError as exc:
+        raise RayPlanError(f"{where}: spec.{field}: not YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise RayPlanError(f"{where}: spec.{field}: must be a YAML mapping")
+    return loaded
 
 
 def _params(pod: RayPod) -> dict[str, str]:

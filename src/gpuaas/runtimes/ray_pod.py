@@ -1,7 +1,8 @@
 """Inside a Ray pod: pick ports, run ``ray start --block``, record the address, stop it whole.
 
 ``python -m gpuaas.runtimes.ray_pod head|worker --state-dir D --run R --pod P -- ray start ...``
-is the command ``ray_plan`` gives a RayCluster pod. It owns what KubeRay does around
+is the command ``ray_plan`` gives a RayCluster's (or a RayJob's cluster's) pod, and
+``... submitter ... -- ray job submit ... -- ENTRYPOINT`` a RayJob's submitter pod. It owns what KubeRay does around
 ``ray start`` in a real cluster, on one host:
 
 - ports: free ones are picked when the pod starts (GCS, dashboard, client server, the dashboard
@@ -10,6 +11,10 @@ is the command ``ray_plan`` gives a RayCluster pod. It owns what KubeRay does ar
   of their own run to answer, as KubeRay's ``wait-gcs-ready`` init container does, and each writes
   ``D/worker-<pod>.json``; ``ready`` turns true once ``ray start`` says it is up and the node's
   dashboard agent answers;
+- a RayJob: the submitter waits for its head and dashboard, submits the entrypoint and follows
+  it; its exit code is the pod's; when the job succeeded it writes ``D/finished.json`` and the
+  cluster's nodes stop and exit 0, so the workload succeeds (Kueue requires
+  ``shutdownAfterJobFinishes``: the cluster goes with the job);
 - stopping: Ray's core workers put themselves in process groups of their own, so SIGTERM to the
   pod's group does not reach them and, once the raylet is gone, they linger, holding GPU memory.
   On SIGTERM (or when ``ray start`` ends) this launcher waits for ``ray start`` (up to
@@ -43,6 +48,7 @@ import psutil
 from gpuaas.runtimes import procs
 
 HEAD_FILE = "head.json"
+FINISHED_FILE = "finished.json"  # a RayJob's submitter writes it when the job succeeded
 _POLL = 0.1
 _WAIT_NOTE_EVERY = 10.0
 _SWEEP_TIMEOUT = 5.0
@@ -92,6 +98,17 @@ def answers(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def _dashboard_answers(port: int) -> bool:
+    """The Ray dashboard's HTTP API answers (``ray job submit`` needs it, not just the port)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 class _Launcher:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -108,15 +125,17 @@ class _Launcher:
     def run(self) -> int:
         ray_argv = list(self.args.ray)
         if not ray_argv:
-            print("ray_pod: no `ray start` command after --", file=sys.stderr, flush=True)
+            print("ray_pod: no `ray` command after --", file=sys.stderr, flush=True)
             return 2
+        if self.role == "submitter":
+            return self._submit(ray_argv)
         child: subprocess.Popen[bytes] | None = None
         code = STOPPED_EXIT
         try:
             # 1. a worker waits for the head of its own run; the head needs nothing
             head = None if self.role == "head" else self._wait_for_head()
             if self.role != "head" and head is None:
-                return STOPPED_EXIT
+                return 0 if self._finished() else STOPPED_EXIT
             # 2. ports, then the record (not ready yet), then `ray start`
             ray_argv += self._ports(head)
             self._write(ready=False)
@@ -127,12 +146,19 @@ class _Launcher:
             relay = threading.Thread(target=_relay, args=(child, started), daemon=True)
             relay.start()
             # 3. ready once `ray start` is up; over when it ends or we are stopped
+            finished = False
             while child.poll() is None and not self.stopping:
                 if not self.record["ready"] and self._is_up(started):
                     self._write(ready=True)
                     print(f"ray_pod: {self.role} ready: {self._summary()}", flush=True)
+                if self._finished():  # the RayJob is done: its cluster shuts down, as KubeRay's
+                    print("ray_pod: the RayJob succeeded: stopping this node", flush=True)
+                    finished = self.stopping = True
+                    child.send_signal(signal.SIGTERM)
+                    break
                 time.sleep(_POLL)
             code = self._stop(child)
+            code = 0 if finished else code  # a finished RayJob's nodes end cleanly
             self._sweep()  # first: what is left may hold the relay's pipe open
             relay.join(timeout=1.0)
         finally:
@@ -146,10 +172,17 @@ class _Launcher:
     def _wait_for_head(self) -> dict[str, Any] | None:
         started = last_note = time.monotonic()
         head_path = state_file(self.state_dir, "head", "")
-        while not self.stopping:
+        while not self.stopping and not self._finished():
             head = read_states(self.state_dir).get(head_path.stem)
             if head and head.get("run") == self.args.run and answers(int(head["ports"]["gcs"])):
-                return head
+                if self.role != "submitter":
+                    return head
+                dashboard = head["ports"].get("dashboard")
+                if dashboard is None:
+                    print("ray_pod: the RayJob's head has no dashboard to submit to", flush=True)
+                    return None
+                if head.get("ready") and _dashboard_answers(int(dashboard)):
+                    return head
             if time.monotonic() - last_note >= _WAIT_NOTE_EVERY:
                 last_note = time.monotonic()
                 waited = int(last_note - started)
@@ -181,6 +214,45 @@ class _Launcher:
             "ready": False,
         }
         return flags
+
+    def _finished(self) -> bool:
+        """This run's RayJob succeeded (its submitter said so)."""
+        try:
+            data = json.loads((self.state_dir / FINISHED_FILE).read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(data, dict) and data.get("run") == self.args.run
+
+    def _submit(self, argv: list[str]) -> int:
+        """The RayJob's submitter: once its cluster's head and dashboard answer, ``ray job
+        submit`` the entrypoint there and follow it; its exit code is the pod's. On success the
+        cluster is told to shut down (``finished.json``), as KubeRay deletes a finished RayJob's
+        cluster (Kueue requires ``shutdownAfterJobFinishes``)."""
+        head = self._wait_for_head()
+        if head is None:
+            return 1 if not self.stopping else STOPPED_EXIT
+        split = argv.index("--") if "--" in argv else len(argv)
+        address = f"--address=http://127.0.0.1:{int(head['ports']['dashboard'])}"
+        argv = [*argv[:split], address, *argv[split:]]
+        print(f"ray_pod: submitting the RayJob's entrypoint to {address[10:]}", flush=True)
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        while child.poll() is None and not self.stopping:
+            time.sleep(_POLL)
+        if child.poll() is None:  # stopped: the cluster goes too
+            child.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+            child.kill()
+            child.wait()
+            self._sweep()
+            return STOPPED_EXIT
+        self._sweep()
+        if child.returncode == 0:
+            path = self.state_dir / FINISHED_FILE
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"run": self.args.run, "time": time.time()}))
+            os.replace(tmp, path)
+        return child.returncode
 
     def _is_up(self, started: threading.Event) -> bool:
         """``ray start`` said it now blocks (its node is registered) and the node answers."""
@@ -271,7 +343,7 @@ def _session_leftovers() -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuaas.runtimes.ray_pod")
-    parser.add_argument("role", choices=["head", "worker"])
+    parser.add_argument("role", choices=["head", "worker", "submitter"])
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--run", required=True)
     parser.add_argument("--pod", required=True)

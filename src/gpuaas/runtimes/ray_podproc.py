@@ -1,12 +1,12 @@
 """A Ray pod's process-group leader: run the container's command, die with the actor that owns it.
 
-``python -m gpuaas.runtimes.ray_podproc -- ARGV...`` is what a ``ray_actor.PodProcess`` starts in a
-session of its own. It runs ``ARGV`` in its own process group and exits with its code (128 + the
+``python .../ray_podproc.py -- ARGV...`` is what a ``ray_actor.NodeLauncher`` starts for each pod
+on its node, in a session of its own. It runs ``ARGV`` in its own process group and exits with its code (128 + the
 signal for a signal), so the actor's ``wait`` reads the pod's exit code. It ignores SIGTERM
 itself: a stop signals the whole group, the command gets it and decides, and this leader follows
 it out. It is a child subreaper, so whatever the command's processes do to their session, group or
-environment they stay its descendants, and it kills them all when the command ends. If the actor
-that started it dies (its raylet was killed, the node is going down) the leader sees its parent
+environment they stay its descendants, and it kills them all when the command ends. If the launcher
+actor that started it dies (its raylet was killed, the node is going down) the leader sees its parent
 change and SIGKILLs the group, so no pod process outlives the Ray worker that answers for it and
 a GPU Ray thinks free is really free. A Ray worker that exits SIGKILLs its own children, this
 leader among them, before the leader can act: so the leader starts a guard (``--guard``, in the

@@ -1,10 +1,10 @@
 """What the Ray runtime keeps of each workload: its pods' state in memory and on disk, and logs.
 
 This module owns the Ray runtime's bookkeeping, apart from any Ray call: ``RayRun`` and
-``RayPod`` (one pod's current attempt: its bundle in the workload's placement group, the name of
-its actor, its phase, node, GPUs and exit code), the record each workload keeps under
-``DATA_DIR/runtime/workloads/<ns>/<name>/run.json`` so a restarted server finds its actors again
-by name, the pods' logs copied there from their nodes, and the pure helpers (a pod's bundle, the
+``RayPod`` (one pod's current attempt: its bundle in the workload's placement group, the node and
+attempt its launcher knows it by, its phase, node, GPUs and exit code), the record each workload keeps under
+``DATA_DIR/runtime/workloads/<ns>/<name>/run.json`` so a restarted server finds its pods again
+on their nodes' launchers, the pods' logs copied there from their nodes, and the pure helpers (a pod's bundle, the
 request check). It starts nothing and never talks to Ray.
 """
 
@@ -18,6 +18,8 @@ from typing import Any
 
 from gpuaas.runtimes.base import PodSpec
 
+NAMESPACE = "gpuaas"  # the Ray namespace of gpuaas's named launchers and groups
+LOST_EXIT_CODE = 137  # a pod whose launcher (or node) died: killed, as Kubernetes reports it
 _MIN_CPU = 0.001  # a bundle needs one resource above zero
 
 
@@ -33,11 +35,14 @@ class RayPod:
     gpus: tuple[str, ...] = ()
     exit_code: int | None = None
     gone: bool = False
-    actor: Any = None  # the actor handle of the current attempt
-    watch: Any = None  # the ObjectRef of its outstanding ``watch`` call
+    node_id: str = ""  # the Ray node of the current attempt, once its lease answered
+    lease: Any = None  # the ObjectRef of its outstanding ``lease`` task (placing it)
+    placing: bool = False  # no lease: waiting for its group to be placed (a pod with no GPU)
+    start: Any = None  # the ObjectRef of its launcher's ``start`` answer
 
     @property
-    def actor_name(self) -> str:
+    def attempt(self) -> str:
+        """The current attempt's name on its node's launcher."""
         return f"{self.token}-{self.restarts}"
 
 
@@ -128,6 +133,7 @@ def to_record(run: RayRun) -> dict[str, Any]:
                 "token": p.token,
                 "restarts": p.restarts,
                 "gone": p.gone,
+                "nodeId": p.node_id,
                 "exitCode": p.exit_code,
                 "phase": p.phase,
             }
@@ -152,6 +158,7 @@ def from_record(record: dict[str, Any]) -> RayRun:
         pod = RayPod(spec, int(item["bundle"]), str(item["token"]), int(item["restarts"]))
         pod.gone, pod.exit_code = bool(item["gone"]), item.get("exitCode")
         pod.phase = str(item.get("phase", "Pending"))
+        pod.node_id = str(item.get("nodeId", ""))
         pods[spec.name] = pod
     run = RayRun(record["key"], int(record["restartCount"]), int(record["backoffLimit"]), pods)
     run.failures = int(record["failures"])
@@ -177,6 +184,8 @@ def lines(data: bytes, pod: str, count: int) -> Iterator[str]:
 
 
 __all__ = [
+    "LOST_EXIT_CODE",
+    "NAMESPACE",
     "RayPod",
     "RayRun",
     "RunDir",

@@ -3,16 +3,20 @@
 This module owns the life of pods on Ray (``gpuaas server --runtime ray [--ray-address A]``): a
 workload's pods are placed all or nothing with one detached placement group (a bundle per pod with
 its CPUs, memory and GPUs, and a label selector from its flavor's ``nodeLabels`` and the taints it
-cannot tolerate, ``ray_nodes``), and each pod runs inside a detached actor named after it
-(``ray_actor.PodProcess``), so Ray picks the node and the GPUs, and a restarted server finds the
-actors again by name (``adopt``). Pods stay Pending until the group is placed, as a Kubernetes pod
-waits for a node; ``Started`` comes when every pod runs. Stops are SIGTERM, then SIGKILL after the
-grace period, done by each pod's actor on its node; a pod counts as gone only when its actor says
-no process of it is left, or when its actor is dead (its node died: the pod's group leader kills
-the group when its actor goes). A pod that fails, or whose node died, is retried within the
-backoffLimit by a new actor in the same bundle, which Ray places anew if the node is gone; if no
-node can take it, it stays Pending. It decides nothing about admission; calls come from one thread
-(the bridge's lock), reads of logs may come from another.
+cannot tolerate, ``ray_nodes``). A small Ray task in each bundle (``ray_actor.lease``) answers the
+node Ray placed it on and the GPU ids Ray assigned it, and that node's long-lived launcher actor
+(``ray_actor.NodeLauncher``, one per node, ``ray_launchers``) runs the pod's processes there, so a
+pod start costs no new Ray worker process. A restarted server finds its pods again on the
+launchers (``adopt``). Pods stay Pending until the group is placed, as a Kubernetes pod waits for
+a node; ``Started`` comes when every pod runs. Stops are SIGTERM, then SIGKILL after the grace
+period, done by the launcher on the pod's node; a pod counts as gone only when its launcher says
+no process of it is left, or when its launcher is dead (its node died: the pod's group leader
+kills the group when its launcher goes). The group is removed only then, and the run is reported
+ended once Ray's view shows its resources free again (``ray_launchers.Release``), so the next
+group is placed at once. A pod that fails, or whose node died, is retried within the backoffLimit
+by a new lease in the same bundle, which Ray places anew if the node is gone; if no node can take
+it, it stays Pending. It decides nothing about admission; calls come from one thread (the
+bridge's lock), reads of logs may come from another.
 
 Without the ``ray`` extra this module still imports (``create`` says what to install).
 """
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.objects import Taint
-from gpuaas.runtimes import ray_nodes
+from gpuaas.runtimes import ray_nodes, ray_recovery
 from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
     AlreadyRunning,
@@ -46,21 +50,19 @@ from gpuaas.runtimes.base import (
     WorkloadRun,
     check_pods,
 )
+from gpuaas.runtimes.ray_launchers import Launchers, Release, free_per_node
 from gpuaas.runtimes.ray_records import (
+    LOST_EXIT_CODE,
+    NAMESPACE,
     RayPod,
     RayRun,
     RunDir,
     bundle,
     from_record,
-    lines,
 )
 
 if TYPE_CHECKING:
     from gpuaas.runtimes.ray_driver import RayDriver
-
-NAMESPACE = "gpuaas"
-LOST_EXIT_CODE = 137  # a pod whose actor (or node) died: killed, as Kubernetes reports it
-_WATCH_TIMEOUT = 5.0
 
 
 class RayRuntime:
@@ -86,6 +88,7 @@ class RayRuntime:
         self._clock = clock
         self._runs: dict[str, RayRun] = {}
         self._events: list[RuntimeEvent] = []
+        self._releasing: dict[str, Release] = {}
         self._lock = threading.RLock()
         self.address = address
         if not ray.is_initialized():
@@ -106,9 +109,13 @@ class RayRuntime:
                 configure_logging=False,
                 **here,
             )
-        from gpuaas.runtimes.ray_actor import PodProcess
+        from gpuaas.runtimes.ray_actor import lease
 
-        self._actor_class = ray.remote(PodProcess)
+        self._lease = ray.remote(lease)
+        self._launchers = Launchers(ray, NAMESPACE)
+        # every node's launcher starts now, in the background: no pod waits for one
+        alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+        self._launchers.warm(alive)
 
     # -- the Runtime protocol ----------------------------------------------------------------------
     def start(
@@ -148,13 +155,13 @@ class RayRuntime:
                     lifetime="detached",
                     bundle_label_selector=selectors,
                 )
-                # 2. one actor per pod in its bundle; it starts the pod once the group is placed
+                # 2. one lease per pod in its bundle: it answers once the group is placed
                 self._dir.write(run)
                 for pod in run.pods.values():
                     self._spawn(run, pod)
             except Exception as exc:  # Ray refused (a bad selector, the cluster unreachable)
                 for pod in run.pods.values():
-                    self._kill_actor(pod)
+                    self._cancel_lease(pod)
                 self._remove_pg(run)
                 raise RuntimeRequestError(f"Workload {key}: Ray refused its pods: {exc}") from None
             self._runs[key] = run
@@ -167,8 +174,8 @@ class RayRuntime:
                 return False
             run.stopping = True
             self._dir.write(run)
-            for pod in run.pods.values():
-                self._terminate(pod, grace_seconds)
+            for pod in list(run.pods.values()):
+                self._terminate(run, pod, grace_seconds)
             return True
 
     def poll(self) -> list[RuntimeEvent]:
@@ -189,12 +196,17 @@ class RayRuntime:
                     )
                 if all(p.gone for p in run.pods.values()):
                     self._finish(run)
+            self._released()
             events, self._events = self._events, []
             return events
 
     def running(self) -> dict[str, WorkloadRun]:
         with self._lock:
-            return {key: self._status(run) for key, run in sorted(self._runs.items())}
+            # a run whose group is being released is still shown (its pods are gone) until its
+            # end is reported: the bridge must not think its pods lost meanwhile
+            out = {key: r.status for key, r in self._releasing.items() if r.status is not None}
+            out.update((key, self._status(run)) for key, run in self._runs.items())
+            return dict(sorted(out.items()))
 
     def adopt(self) -> list[str]:
         with self._lock:
@@ -204,15 +216,15 @@ class RayRuntime:
                 key = record["key"]
                 if key in self._runs or record.get("outcome"):
                     continue
-                run = self._adopt_run(from_record(record))
-                known.update(p.actor_name for p in run.pods.values())
+                run = ray_recovery.adopt_run(self, from_record(record))
+                known.update(p.attempt for p in run.pods.values())
                 self._runs[key] = run
                 adopted.append(key)
-                alive = sum(p.actor is not None for p in run.pods.values())
+                alive = sum(p.phase == "Running" and not p.gone for p in run.pods.values())
                 self._emit(
                     EventKind.ADOPTED, key, message=f"{alive} of {len(run.pods)} pod(s) alive"
                 )
-            self._remove_strays(known)
+            ray_recovery.remove_strays(self, known)
             return adopted
 
     def logs(self, key: str, pod: str | None = None, follow: bool = False) -> Iterator[str]:
@@ -225,27 +237,29 @@ class RayRuntime:
             if pod not in names:
                 raise RuntimeRequestError(f"Workload {key}: no pod {pod!r} (pods: {names})")
             names = [pod]
-        return self._log_lines(key, names, follow)
+        return ray_recovery.log_lines(self, key, names, follow)
 
     def shutdown(self, grace_seconds: float | None = None, timeout: float = 60.0) -> None:
         with self._lock:
             for key in list(self._runs):
                 self.stop(key, grace_seconds)
         deadline = time.monotonic() + timeout
-        while self._runs and time.monotonic() < deadline:
+        while (self._runs or self._releasing) and time.monotonic() < deadline:
             self.poll()
             time.sleep(0.02)
         with self._lock:
             for run in list(self._runs.values()):  # past the timeout: nothing may survive us
                 for pod in run.pods.values():
-                    self._kill_actor(pod)
+                    self._cancel_lease(pod)
                 self._remove_pg(run)
             self._runs.clear()
+            # the launchers (and so, past the timeout, any pod left) go with the server
+            self._launchers.stop_all()
         self._ray.shutdown()
 
     def forget(self, key: str) -> None:
         with self._lock:
-            if key in self._runs:
+            if key in self._runs or key in self._releasing:
                 raise AlreadyRunning(f"Workload {key}: still has pods; stop it first")
             shutil.rmtree(self.workload_dir(key), ignore_errors=True)
 
@@ -257,8 +271,7 @@ class RayRuntime:
         return {}
 
     def pod_cpu(self) -> dict[tuple[str, str], PodCpu]:
-        """Empty: a Ray pod's processes run under its actor on whichever Ray node holds it, and
-        no actor reports their CPU time yet (nor does ``gpu_owners`` attribute GPUs here)."""
+        """Empty: a Ray pod's processes run under its node's launcher, and no launcher reports their CPU time yet (nor does ``gpu_owners`` attribute GPUs here)."""
         return {}
 
     def describe(self) -> str:
@@ -286,8 +299,30 @@ class RayRuntime:
 
     # -- internals ----------------------------------------------------------------------------------
     def _spawn(self, run: RayRun, pod: RayPod) -> None:
+        """Ask Ray to place this attempt (a lease in the pod's bundle); it starts on its answer."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        resources = bundle(pod.spec)
+        pod.phase, pod.pid, pod.node, pod.gpus, pod.node_id = "Pending", None, "", (), ""
+        pod.exit_code, pod.gone, pod.start = None, False, None
+        if not pod.spec.gpus and pod.restarts == 0:
+            # No GPU ids to learn: its node is read from the group's table once it is placed,
+            # with no Ray worker needed (a lease per pod needs one, and many pods started at
+            # once made Ray start new workers for them). A retry takes a lease: after a node
+            # died the table may still name it for a moment, where Ray schedules a task right.
+            pod.lease, pod.placing = None, True
+            return
+        pod.placing = False
+        pod.lease = self._lease.options(
+            num_cpus=resources.get("CPU", 0),
+            num_gpus=resources.get("GPU", 0),
+            memory=resources.get("memory"),
+            max_retries=3,  # system failures only (its node died while it ran): placed anew
+            scheduling_strategy=PlacementGroupSchedulingStrategy(run.pg, pod.bundle),
+        ).remote()
+
+    def _launch(self, run: RayRun, pod: RayPod, node_id: str, gpus: list[str]) -> None:
+        """The attempt's lease answered: its node's launcher runs the pod there, on its GPUs."""
         spec = pod.spec
         env = dict(spec.env)
         env.update(
@@ -295,72 +330,119 @@ class RayRuntime:
             GPUAAS_POD=spec.name,
             GPUAAS_RESTART_COUNT=str(run.restart_count),
             GPUAAS_POD_RETRY=str(pod.restarts),
+            GPUAAS_POD_UID=pod.token,
         )
-        resources = bundle(spec)
-        pod.phase, pod.pid, pod.node, pod.gpus = "Pending", None, "", ()
-        pod.exit_code, pod.gone = None, False
-        pod.actor = self._actor_class.options(
-            name=pod.actor_name,
-            namespace=NAMESPACE,
-            lifetime="detached",
-            max_restarts=0,
-            max_concurrency=8,
-            num_cpus=resources.get("CPU", 0),
-            num_gpus=resources.get("GPU", 0),
-            memory=resources.get("memory"),
-            scheduling_strategy=PlacementGroupSchedulingStrategy(run.pg, pod.bundle),
-        ).remote(spec.argv, env, spec.working_dir, pod.token)
-        pod.watch = pod.actor.watch.remote("", _WATCH_TIMEOUT)
+        pod.node_id, pod.gpus = node_id, tuple(gpus)
+        self._dir.write(run)  # before the start: a restarted server must look for it there
+        launcher = self._launchers.get(node_id)
+        pod.start = launcher.start.remote(
+            pod.attempt, list(spec.argv), env, spec.working_dir, list(gpus)
+        )
+
+    def _pods_by_attempt(self) -> dict[str, tuple[RayRun, RayPod]]:
+        return {p.attempt: (r, p) for r in self._runs.values() for p in r.pods.values()}
 
     def _collect(self) -> None:
-        """Read every watch call that has answered; issue the next one."""
-        refs = {p.watch: (r, p) for r in self._runs.values() for p in r.pods.values() if p.watch}
-        if not refs:
+        """Read every lease, start and launcher watch that has answered (never waits)."""
+        pods = [(r, p) for r in self._runs.values() for p in r.pods.values()]
+        refs = {p.lease: (r, p) for r, p in pods if p.lease is not None}
+        refs.update({p.start: (r, p) for r, p in pods if p.start is not None})
+        if refs:
+            ready, _ = self._ray.wait(list(refs), num_returns=len(refs), timeout=0)
+            for ref in ready:
+                run, pod = refs[ref]
+                if ref is pod.lease:
+                    self._leased(run, pod, ref)
+                else:
+                    self._started(run, pod, ref)
+        self._placed()
+        answers, dead = self._launchers.answers()
+        if not answers and not dead:
             return
-        ready, _ = self._ray.wait(list(refs), num_returns=len(refs), timeout=0)
-        for ref in ready:
-            run, pod = refs[ref]
-            pod.watch = None
-            try:
-                state = self._ray.get(ref)
-            except self._ray.exceptions.ActorUnavailableError:
-                # unreachable for a moment (a busy or restarting raylet): not dead, ask again
-                known = "" if pod.phase == "Pending" else "Running"
-                pod.watch = pod.actor.watch.remote(known, _WATCH_TIMEOUT)
-                continue
-            except self._ray.exceptions.RayError as exc:
-                self._lost(run, pod, exc)
-                continue
-            pod.pid, pod.node = state["pid"], state["node"]
-            pod.gpus = tuple(state["gpus"])
-            if state["phase"] == "Running":
-                if pod.phase == "Pending":
-                    pod.phase = "Running"
-                pod.watch = pod.actor.watch.remote("Running", _WATCH_TIMEOUT)
-            else:
-                self._exited(run, pod, int(state["code"]), state.get("log"))
+        by_attempt = self._pods_by_attempt()
+        for _, states in answers:
+            for attempt, state in states.items():
+                found = by_attempt.get(attempt)
+                if found is not None and found[1].start is None:
+                    self._apply(found[0], found[1], state)
+        for node_id in dead:  # its node or raylet died: every pod it ran is lost
+            for run, pod in by_attempt.values():
+                if pod.node_id == node_id and not pod.gone and pod.lease is None:
+                    pod.start = None
+                    self._lost(run, pod, f"the launcher of node {pod.node or node_id} died")
 
-    def _lost(self, run: RayRun, pod: RayPod, exc: Exception) -> None:
-        pod.actor = None
-        if run.stopping:
-            self._exited(run, pod, LOST_EXIT_CODE)
+    def _placed(self) -> None:
+        """Launch the GPU-less pods whose group Ray has placed (one GCS call for all groups)."""
+        waiting = [(r, p) for r in self._runs.values() for p in r.pods.values() if p.placing]
+        if not waiting:
             return
-        where = f" on {pod.node}" if pod.node else ""
-        why = f"its actor or node died ({type(exc).__name__})"
-        with contextlib.suppress(OSError):
-            line = f"gpuaas: pod {pod.spec.name}{where} lost: {why}\n"
-            self._dir.append_log(run.key, pod.spec.name, line.encode())
+        from ray.util.placement_group import placement_group_table
+
+        table = placement_group_table()
+        for run, pod in waiting:
+            info = table.get(run.pg.id.hex()) if run.pg is not None else None
+            if info is None or info.get("state") != "CREATED":
+                continue
+            node_id = info.get("bundles_to_node_id", {}).get(pod.bundle)
+            if node_id:
+                pod.placing = False
+                self._launch(run, pod, str(node_id), [])
+
+    def _leased(self, run: RayRun, pod: RayPod, ref: Any) -> None:
+        pod.lease = None
+        try:
+            answer = self._ray.get(ref)
+        except self._ray.exceptions.RayError as exc:  # cancelled (a stop), or Ray gave up
+            if not pod.gone:
+                self._lost(run, pod, f"Ray could not place it ({type(exc).__name__})")
+            return
+        if run.stopping or run.failing or pod.gone:
+            if not pod.gone:  # stopped while Ray placed it: no process was started
+                self._exited(run, pod, LOST_EXIT_CODE)
+            return
+        self._launch(run, pod, str(answer["nodeId"]), [str(g) for g in answer["gpus"]])
+
+    def _started(self, run: RayRun, pod: RayPod, ref: Any) -> None:
+        pod.start = None
+        try:
+            state = self._ray.get(ref)
+        except self._ray.exceptions.RayError as exc:  # the launcher died: its node went
+            self._launchers.forget(pod.node_id)
+            self._lost(run, pod, f"its node's launcher died ({type(exc).__name__})")
+            return
+        self._apply(run, pod, state)
+
+    def _apply(self, run: RayRun, pod: RayPod, state: dict[str, Any]) -> None:
+        """A state of the pod's current attempt, as its launcher answered it."""
+        if pod.gone:
+            return
+        pod.pid, pod.node = state["pid"], state["node"]
+        pod.gpus = tuple(state["gpus"])
+        if state["phase"] == "Running":
+            if pod.phase == "Pending":
+                pod.phase = "Running"
+            return
+        attempt, node_id = pod.attempt, pod.node_id
+        self._exited(run, pod, int(state["code"]), state.get("log", b""))
+        launcher = self._launchers.known(node_id)
+        if launcher is not None:
+            with contextlib.suppress(Exception):
+                launcher.release.remote(attempt)
+
+    def _lost(self, run: RayRun, pod: RayPod, why: str) -> None:
+        if not run.stopping:
+            where = f" on {pod.node}" if pod.node else ""
+            with contextlib.suppress(OSError):
+                line = f"gpuaas: pod {pod.spec.name}{where} lost: {why}\n"
+                self._dir.append_log(run.key, pod.spec.name, line.encode())
         self._exited(run, pod, LOST_EXIT_CODE)
 
     def _exited(self, run: RayRun, pod: RayPod, code: int, log: bytes | None = None) -> None:
-        """Every process of this pod is gone: keep its log (sent with the pod's last state, else
-        read from its actor), retry it, or let it rest."""
-        if log is not None:
+        """Every process of this pod is gone: keep its log (sent with the pod's last state),
+        retry it, or let it rest."""
+        if log:
             with contextlib.suppress(OSError):
                 self._dir.append_log(run.key, pod.spec.name, log)
-        else:
-            self._save_log(run, pod)
-        self._kill_actor(pod)
         pod.exit_code = code
         if code != 0 and not (run.stopping or run.failing):
             run.failures += 1
@@ -380,21 +462,30 @@ class RayRuntime:
             self._emit(EventKind.POD_FAILED, run.key, pod.spec.name, code, "backoffLimit exceeded")
             for other in run.pods.values():
                 if other is not pod:
-                    self._terminate(other, None)
+                    self._terminate(run, other, None)
         pod.gone = True
         pod.phase = "Succeeded" if code == 0 else "Failed"
         self._dir.write(run)
 
-    def _terminate(self, pod: RayPod, grace_seconds: float | None) -> None:
+    def _terminate(self, run: RayRun, pod: RayPod, grace_seconds: float | None) -> None:
         if pod.gone:
             return
         grace = pod.spec.termination_grace_seconds if grace_seconds is None else grace_seconds
-        if pod.phase == "Pending" or pod.actor is None:
-            # not running yet: no process to drain; killing the actor frees its bundle
-            self._kill_actor(pod, keep_handle=True)
+        if pod.lease is not None or pod.placing:  # not placed yet: no process to drain
+            self._cancel_lease(pod)
+            pod.placing = False
+            self._exited(run, pod, LOST_EXIT_CODE)
             return
         pod.phase = "Terminating"
-        pod.actor.terminate.remote(max(0.0, grace))
+        # the launcher stops it, or never starts it if this comes first
+        launcher = self._launchers.get(pod.node_id)
+        launcher.terminate.remote(pod.attempt, max(0.0, grace))
+
+    def _cancel_lease(self, pod: RayPod) -> None:
+        if pod.lease is not None:
+            with contextlib.suppress(Exception):
+                self._ray.cancel(pod.lease)
+            pod.lease = None
 
     def _finish(self, run: RayRun) -> None:
         codes = [p.exit_code for p in run.pods.values()]
@@ -404,19 +495,34 @@ class RayRuntime:
             outcome, kind = "Failed", EventKind.FAILED
         else:
             outcome, kind = "Succeeded", EventKind.SUCCEEDED
+        placed = [p for p in run.pods.values() if p.node_id]
+        free = free_per_node(self._ray) if placed and run.pg is not None else None
+        wanted: dict[str, dict[str, float]] = {}
+        if free is not None:
+            for pod in placed:  # what this group holds on each node, back in Ray's view
+                need = wanted.setdefault(pod.node_id, {})
+                for name, amount in bundle(pod.spec).items():
+                    before = free.get(pod.node_id, {}).get(name, 0.0)
+                    need[name] = need.get(name, before) + amount
         self._remove_pg(run)
         run.outcome = outcome
         self._dir.write(run)
         del self._runs[run.key]
-        self._emit(kind, run.key, message=f"exit codes {codes}, {run.failures} failure(s)")
+        message = f"exit codes {codes}, {run.failures} failure(s)"
+        event = RuntimeEvent(kind, run.key, self._clock(), None, None, message)
+        self._releasing[run.key] = Release(event, wanted, self._status(run))
+        self._released()
 
-    def _kill_actor(self, pod: RayPod, keep_handle: bool = False) -> None:
-        if pod.actor is None:
+    def _released(self) -> None:
+        """Report ended the runs whose resources Ray shows free again (or waited long enough)."""
+        if not self._releasing:
             return
-        with contextlib.suppress(Exception):
-            self._ray.kill(pod.actor, no_restart=True)
-        if not keep_handle:
-            pod.actor = None
+        waiting = any(r.wanted for r in self._releasing.values())
+        free = free_per_node(self._ray) if waiting else {}
+        for key, release in list(self._releasing.items()):
+            if not release.wanted or release.done(free):
+                del self._releasing[key]
+                self._events.append(replace(release.event, time=self._clock()))
 
     def _remove_pg(self, run: RayRun) -> None:
         if run.pg is not None:
@@ -425,86 +531,6 @@ class RayRuntime:
             with contextlib.suppress(Exception):
                 remove_placement_group(run.pg)
             run.pg = None
-
-    def _save_log(self, run: RayRun, pod: RayPod) -> None:
-        """Copy what the pod wrote on its node into this server's log of the pod."""
-        if pod.actor is None:
-            return
-        with contextlib.suppress(self._ray.exceptions.RayError, TimeoutError):
-            data, _ = self._ray.get(pod.actor.read_log.remote(0, True), timeout=10)
-            self._dir.append_log(run.key, pod.spec.name, data)
-
-    def _adopt_run(self, run: RayRun) -> RayRun:
-        """Find the recorded run's placement group and actors by name; a missing actor is a
-        pod lost while the server was down (retried within the backoffLimit). A missing group
-        (the Ray head was lost and this is a new cluster) loses the run whole: it ends as
-        ``Stopped``, so the engine, which still holds it admitted, starts it anew."""
-        from ray.util import get_placement_group
-
-        with contextlib.suppress(ValueError):
-            run.pg = get_placement_group(run.pg_name)
-        if run.pg is None:
-            for pod in run.pods.values():
-                with contextlib.suppress(ValueError):
-                    pod.actor = self._ray.get_actor(pod.actor_name, namespace=NAMESPACE)
-                self._kill_actor(pod)
-                pod.gone, pod.phase = True, "Failed"
-                pod.exit_code = pod.exit_code if pod.exit_code is not None else LOST_EXIT_CODE
-            run.stopping = True
-            return run
-        for pod in run.pods.values():
-            if pod.gone:
-                continue
-            try:
-                pod.actor = self._ray.get_actor(pod.actor_name, namespace=NAMESPACE)
-            except ValueError:
-                self._lost(run, pod, RuntimeError("not found after the server restarted"))
-                continue
-            pod.watch = pod.actor.watch.remote("", _WATCH_TIMEOUT)
-        return run
-
-    def _remove_strays(self, known: set[str]) -> None:
-        """Actors and placement groups of gpuaas pods that no record names: stop them."""
-        from ray.util.placement_group import placement_group_table
-
-        for name in self._ray.util.list_named_actors():
-            if name not in known:
-                with contextlib.suppress(Exception):
-                    self._ray.kill(self._ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
-        names = {r.pg_name for r in self._runs.values()}
-        for info in placement_group_table().values():
-            name = info.get("name", "")
-            if name.startswith("gpuaas:") and name not in names and info.get("state") != "REMOVED":
-                from ray.util import get_placement_group
-                from ray.util.placement_group import remove_placement_group
-
-                with contextlib.suppress(Exception):
-                    remove_placement_group(get_placement_group(name))
-
-    def _log_lines(self, key: str, names: list[str], follow: bool) -> Iterator[str]:
-        offsets = dict.fromkeys(names, 0)
-        saved = dict.fromkeys(names, b"")
-        while True:
-            with self._lock:
-                run = self._runs.get(key)
-                actors = {n: run.pods[n].actor for n in names if run and n in run.pods}
-            for name in names:
-                path = self._dir.log_path(key, name)
-                with contextlib.suppress(OSError):
-                    data = path.read_bytes()
-                    if len(data) > len(saved[name]):
-                        yield from lines(data[len(saved[name]) :], name, len(names))
-                        saved[name] = data
-                actor = actors.get(name)
-                if actor is not None:
-                    with contextlib.suppress(self._ray.exceptions.RayError, TimeoutError):
-                        data, offsets[name] = self._ray.get(
-                            actor.read_log.remote(offsets[name]), timeout=10
-                        )
-                        yield from lines(data, name, len(names))
-            if not follow or run is None:
-                return
-            time.sleep(0.5)
 
     def _status(self, run: RayRun) -> WorkloadRun:
         pods = tuple(

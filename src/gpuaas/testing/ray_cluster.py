@@ -41,6 +41,13 @@ HEALTH_ENV = {
 }
 
 
+_NODE_ATTEMPTS = 2
+
+
+class NodeExited(RuntimeError):
+    """A node's ``ray start`` exited while the cluster started."""
+
+
 @dataclass(slots=True)
 class RayNodeSpec:
     name: str  # becomes the label kubernetes.io/hostname
@@ -93,8 +100,17 @@ class LocalRayCluster:
             for count, spec in enumerate(workers, start=2):
                 # one at a time: nodes that start together in one session dir pick the same
                 # socket names and one of them dies
-                self._start_node(spec, head=False)
-                self._wait_nodes(count, timeout)
+                for attempt in range(_NODE_ATTEMPTS):
+                    self._start_node(spec, head=False)
+                    try:
+                        self._wait_nodes(count, timeout)
+                        break
+                    except NodeExited:
+                        # "timed out during startup": on a busy 2-core machine the GCS misses
+                        # the node's registration deadline at times; a second start succeeds
+                        if attempt + 1 == _NODE_ATTEMPTS:
+                            raise
+                        self._kill_session(self.nodes.pop(spec.name))
         except BaseException:
             self.stop()
             raise
@@ -141,6 +157,23 @@ class LocalRayCluster:
             started.proc.wait()
         self.nodes.clear()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def restart_node(self, name: str, timeout: float = 240.0) -> None:
+        """Start node ``name`` anew (after ``kill_raylet``): a new Ray node, same labels."""
+        self._kill_session(self.nodes.pop(name))
+        spec = next(s for s in self.specs if s.name == name)
+        self._start_node(spec, head=False)
+        self._wait_nodes(len(self.nodes), timeout)
+
+    def _kill_session(self, started: _Started) -> None:
+        """Kill what a node's ``ray start`` left (a failed start's raylet may still register)."""
+        with contextlib.suppress(ProcessLookupError):
+            started.proc.kill()
+        started.proc.wait()
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                if os.getsid(proc.pid) == started.proc.pid:
+                    proc.kill()
 
     def processes(self) -> list[psutil.Process]:
         """Live processes that carry this cluster's marker (Ray's and the pods')."""
@@ -203,7 +236,7 @@ class LocalRayCluster:
         while time.monotonic() < deadline:
             for started in self.nodes.values():
                 if started.proc.poll() is not None:
-                    raise RuntimeError(
+                    raise NodeExited(
                         f"ray node {started.spec.name} exited: {started.log.read_text()[-2000:]}"
                     )
             up = sum(b"will now block forever" in s.log.read_bytes() for s in self.nodes.values())
