@@ -115,6 +115,8 @@ class Arrivals:
             # creates otherwise queue behind. Reads do not wait for this: they settle first.
             time.sleep(GATHER_S)
             self._wake.clear()
+            if self._stopping:  # close() set it (and the wake just cleared) while we gathered
+                return
             try:
                 with self._lock:  # taking it settles what arrived (engine.settling)
                     pass
