@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,18 @@ def test_settle_decides_every_acknowledged_create(tmp_path: Path) -> None:
         assert admitted == [f"t/w{i}" for i in range(5)]
     finally:
         engine.close()
+
+
+def test_close_right_after_a_create_stops_the_scheduler_thread(tmp_path: Path) -> None:
+    """A close() that lands while the scheduler thread gathers arrivals (right after the create
+    that woke it) still stops the thread: its wake-up must not be cleared unseen."""
+    for i in range(10):
+        engine = Engine(open_store(str(tmp_path / f"g{i}.db")), clock=Clock())
+        for doc in setup_docs(4):
+            engine.create(BY_KIND[doc["kind"]], doc["metadata"].get("namespace"), doc)
+        before = set(threading.enumerate())
+        engine.start_scheduler()
+        (thread,) = [t for t in threading.enumerate() if t not in before]
+        engine.create(WL, "t", workload("w", 1, False))
+        engine.close()
+        assert not thread.is_alive(), f"round {i}: the scheduler thread outlived close()"
