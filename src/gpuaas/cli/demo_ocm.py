@@ -207,8 +207,9 @@ class OcmDemo:
         self.table("multikueue-config-demo2")
         self.hold(2)
         self.delete_jobs()
-        self.say("Story 2's Job is deleted. A team on cluster3 runs a 1-GPU Job there directly "
-                 "(not through the hub), as story 2's Job did in OCM's walkthrough")  # fmt: skip
+        self.say("The Jobs of stories 1 and 2 are deleted. A team on cluster3 runs a 1-GPU Job "
+                 "there directly (not through the hub), as story 2's Job did in OCM's "
+                 "walkthrough")  # fmt: skip
         self.apply("cluster3", "job-demo2.yaml")
         self.story("Story 3: the T4 cluster with the most free GPUs now (placement-demo2-2.yaml)",
                    ["placement-demo2-2.yaml"], "multikueue-config-demo2", ["cluster2"])  # fmt: skip
