@@ -22,14 +22,13 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from gpuaas.core.config import SchedulerConfig
-from gpuaas.core.decisions import Decision
 from gpuaas.core.manifest_notebook import notebook_stopped
 from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.state import Event
@@ -46,6 +45,7 @@ from gpuaas.engine.arrivals import Arrivals
 from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
+from gpuaas.engine.observer import EngineObserver
 from gpuaas.engine.readmodel import ObjectIndex, ReadModel
 from gpuaas.engine.restore import Restore
 from gpuaas.engine.settling import SettlingLock
@@ -72,28 +72,6 @@ log = logging.getLogger(__name__)
 
 _NS_LABEL = "kubernetes.io/metadata.name"
 _OBSERVER_ROUNDS = 10  # observer -> cluster -> observer rounds in one settle, a safety bound
-
-
-class EngineObserver(Protocol):
-    """An adapter riding on the engine (runtime, telemetry). Both hooks run under the engine lock.
-
-    ``on_attach`` runs once, when ``add_observer`` registers it: catch up with the engine's state
-    (a restored admission comes with no decision). ``on_tick`` runs before each periodic settle:
-    report what happened outside (pods stopped or finished) through the engine's observer
-    actions (``confirm_stopped``, ``finish_now``, ``evict``, ``set_condition``,
-    ``record_event``). ``on_decisions`` sees every core decision
-    of a settle (``core.decisions``), in order, after scheduling, and dispatches on their types
-    (``Admit``: start pods; ``Evict``: stop them; ...), never on reason text. It reads the engine
-    through its views and acts through the same actions; what an action causes (an admission
-    after a stop) comes back in a further ``on_decisions`` of the same settle. Neither hook may
-    block for long or do network I/O inside a store transaction.
-    """
-
-    def on_attach(self, engine: Engine, now: float) -> None: ...
-
-    def on_tick(self, engine: Engine, now: float) -> None: ...
-
-    def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None: ...
 
 
 class _Batch:
