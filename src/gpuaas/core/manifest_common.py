@@ -387,8 +387,18 @@ def tolerations(ctx: Ctx, parent: dict[str, Any], key: str, path: str) -> tuple[
     return tuple(out)
 
 
-def taints(ctx: Ctx, parent: dict[str, Any], key: str, path: str) -> tuple[Taint, ...]:
-    """Node taints as Kueue's ResourceFlavor webhook checks them (unique by key and effect)."""
+def taint_items(
+    ctx: Ctx,
+    parent: dict[str, Any],
+    key: str,
+    path: str,
+    effects: tuple[str, ...],
+    *,
+    label_value: bool = True,
+) -> list[tuple[str, str, str, dict[str, Any], str]]:
+    """A taint list checked as Kubernetes checks one: a qualified key, a value (a label value
+    unless ``label_value`` is off), an effect among ``effects``, unique by key and effect. Each
+    entry is (key, value, effect, the raw map, its path), for the caller's own taint type."""
     out = []
     seen: set[tuple[str, str]] = set()
     for i, raw in enumerate(opt_list(ctx, parent, key, path)):
@@ -399,15 +409,24 @@ def taints(ctx: Ctx, parent: dict[str, Any], key: str, path: str) -> tuple[Taint
             raise ctx.err(f"{p}.key", "required value")
         check_qualified_name(ctx, t_key, f"{p}.key")
         value = opt_str(ctx, taint, "value", f"{p}.value")
-        check_label_value(ctx, value, f"{p}.value")
+        if label_value:
+            check_label_value(ctx, value, f"{p}.value")
         if taint.get("effect") is None:
             raise ctx.err(f"{p}.effect", "required value")
-        effect = enum_value(ctx, taint, "effect", f"{p}.effect", TAINT_EFFECTS, "")
+        effect = enum_value(ctx, taint, "effect", f"{p}.effect", effects, "")
         if (t_key, effect) in seen:
             raise ctx.err(p, "taints must be unique by key and effect pair")
         seen.add((t_key, effect))
-        out.append(Taint(key=t_key, value=value, effect=effect))
-    return tuple(out)
+        out.append((t_key, value, effect, taint, p))
+    return out
+
+
+def taints(ctx: Ctx, parent: dict[str, Any], key: str, path: str) -> tuple[Taint, ...]:
+    """Node taints as Kueue's ResourceFlavor webhook checks them (unique by key and effect)."""
+    return tuple(
+        Taint(key=k, value=v, effect=e)
+        for k, v, e, _, _ in taint_items(ctx, parent, key, path, TAINT_EFFECTS)
+    )
 
 
 def non_negative_seconds(ctx: Ctx, annotations: dict[str, str], key: str) -> float | None:

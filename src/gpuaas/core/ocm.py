@@ -31,6 +31,7 @@ from gpuaas.core.manifest_common import (
     opt_map,
     opt_str,
     quantity_exact,
+    taint_items,
 )
 from gpuaas.core.objects import LabelSelector
 
@@ -205,22 +206,12 @@ def parse_managed_cluster(doc: dict[str, Any]) -> ManagedCluster:
     ):
         cfg = item_map(ctx, raw, f"spec.managedClusterClientConfigs[{i}]")
         opt_str(ctx, cfg, "url", f"spec.managedClusterClientConfigs[{i}].url")
-    taints, seen = [], set()
-    for i, raw in enumerate(opt_list(ctx, spec, "taints", "spec.taints")):
-        p = f"spec.taints[{i}]"
-        t = item_map(ctx, raw, p)
-        key = opt_str(ctx, t, "key", f"{p}.key")
-        if not key:
-            raise ctx.err(f"{p}.key", "required value")
-        check_qualified_name(ctx, key, f"{p}.key")
-        if t.get("effect") is None:
-            raise ctx.err(f"{p}.effect", "required value")
-        effect = enum_value(ctx, t, "effect", f"{p}.effect", TAINT_EFFECTS, "")
-        if (key, effect) in seen:
-            raise ctx.err(p, "taints must be unique by key and effect pair")
-        seen.add((key, effect))
-        value = opt_str(ctx, t, "value", f"{p}.value")
-        taints.append(ClusterTaint(key, value, effect, _time(ctx, t.get("timeAdded"), p)))
+    taints = [
+        ClusterTaint(key, value, effect, _time(ctx, raw.get("timeAdded"), p))
+        for key, value, effect, raw, p in taint_items(
+            ctx, spec, "taints", "spec.taints", TAINT_EFFECTS, label_value=False
+        )
+    ]
     claims = {}
     for i, raw in enumerate(opt_list(ctx, status, "clusterClaims", "status.clusterClaims")):
         c = item_map(ctx, raw, f"status.clusterClaims[{i}]")
