@@ -1,0 +1,118 @@
+"""The hub's request/response calls to a worker (``remote.RemoteClient`` on kept-alive
+``http.client`` connections): a real ``gpuaas server`` answers creates, gets, lists and deletes
+as before; a connection the worker closed while it was idle is replaced without the caller
+seeing it; a worker that refuses the connection or answers an error is a ``RemoteError`` that
+says which call, where and why."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from gpuaas.api.testing import ServerProcess, free_port
+from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError, Target
+
+ORIGIN = "kueue.x-k8s.io/multikueue-origin"
+
+
+def _copy(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default", "labels": {ORIGIN: "hub-a"}},
+        "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path_factory.mktemp("w")).start()
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+def test_writes_and_reads_on_a_gpuaas_worker(worker: ServerProcess) -> None:
+    c = RemoteClient(Target(worker.url, worker.admin_token, None))
+    try:
+        c.create(WORKLOADS, "workloads", _copy("a"))
+        c.create(WORKLOADS, "workloads", _copy("a"))  # a retried create: 409, taken as done
+        got = c.get(WORKLOADS, "workloads", "default", "a")
+        assert got is not None and got["metadata"]["labels"][ORIGIN] == "hub-a"
+        items, rv = c.list_with_version(WORKLOADS, "workloads", ORIGIN, "hub-a")
+        assert [i["metadata"]["name"] for i in items] == ["a"] and int(rv) > 0
+        assert c.list_labelled(WORKLOADS, "workloads", ORIGIN, "hub-b") == []
+        c.delete(WORKLOADS, "workloads", "default", "a")
+        c.delete(WORKLOADS, "workloads", "default", "a")  # gone already: 404, taken as done
+        assert c.get(WORKLOADS, "workloads", "default", "a") is None
+        c.probe()
+    finally:
+        c.close()
+
+
+def test_an_error_answer_names_the_call_and_the_reason(worker: ServerProcess) -> None:
+    c = RemoteClient(Target(worker.url, "not-a-token", None))
+    try:
+        with pytest.raises(RemoteError) as exc:
+            c.get(JOBS, "jobs", "default", "x")
+        assert "GET /apis/batch/v1/namespaces/default/jobs/x: 401" in str(exc.value)
+    finally:
+        c.close()
+
+
+def test_a_refused_connection_names_the_worker() -> None:
+    port = free_port()  # nothing listens there
+    c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
+    try:
+        with pytest.raises(RemoteError) as exc:
+            c.delete(WORKLOADS, "workloads", "default", "x")
+        assert f"DELETE http://127.0.0.1:{port}{WORKLOADS}/namespaces/default/workloads/x" in str(
+            exc.value
+        )
+    finally:
+        c.close()
+
+
+class _ClosesIdle(BaseHTTPRequestHandler):
+    """Answers 404 with keep-alive, then closes the connection once the answer is sent, as a
+    server does with a connection idle past its keep-alive timeout."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[int] = []
+
+    def do_DELETE(self) -> None:
+        _ClosesIdle.seen.append(self.client_address[1])
+        body = b'{"kind":"Status","message":"not found"}'
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_kept_connection_the_worker_closed_is_replaced() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosesIdle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _ClosesIdle.seen = []
+    c = RemoteClient(Target(f"http://127.0.0.1:{server.server_address[1]}", "t", None))
+    try:
+        for _ in range(3):  # each call after the first finds its kept connection closed
+            c.delete(WORKLOADS, "workloads", "default", "x")
+        assert len(_ClosesIdle.seen) == 3 and len(set(_ClosesIdle.seen)) == 3
+    finally:
+        c.close()
+        server.shutdown()
+        server.server_close()
