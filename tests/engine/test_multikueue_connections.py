@@ -6,10 +6,13 @@ says which call, where and why."""
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +119,37 @@ def test_a_kept_connection_the_worker_closed_is_replaced() -> None:
         c.close()
         server.shutdown()
         server.server_close()
+
+
+def _self_signed(tmp: Path, name: str) -> tuple[Path, Path]:
+    cert, key = tmp / f"{name}.pem", tmp / f"{name}-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
+def test_a_tls_worker_with_its_ca_inline_and_a_wrong_ca_refused(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path, "worker")
+    other, _ = _self_signed(tmp_path, "other")
+    srv = ServerProcess(
+        tmp_path / "w", extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True
+    )
+    good = bad = None
+    try:
+        srv.start()
+        good = RemoteClient(Target(srv.url, srv.admin_token, cert.read_bytes()))
+        good.create(WORKLOADS, "workloads", _copy("tls"))
+        assert good.get(WORKLOADS, "workloads", "default", "tls") is not None
+        bad = RemoteClient(Target(srv.url, srv.admin_token, other.read_bytes()))
+        with pytest.raises(RemoteError) as exc:
+            bad.get(WORKLOADS, "workloads", "default", "tls")
+        assert srv.url in str(exc.value) and "CERTIFICATE_VERIFY_FAILED" in str(exc.value)
+    finally:
+        for c in (good, bad):
+            if c is not None:
+                c.close()
+        srv.kill()
