@@ -12,7 +12,6 @@ other list atomic, as in their Go types. ``metadata`` is ObjectMeta for every ki
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +94,6 @@ class _Node:
         return {k: v.schema() for k, v in self.children.items()}
 
 
-@functools.cache  # built once per kind: it was rebuilt on every create (a third of a hub's CPU)
 def _builtin_schema(kind: str) -> JsonDoc:
     root = _Node()
     for path, meta in strategic_merge.PATCH_META.get(kind, {}).items():
