@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import create_path, list_pages, patching, selectors, tables, validation, watch
+from gpuaas.api import fast_paths, list_pages, patching, selectors, tables, validation, watch
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.json_response import FastJSONResponse
@@ -80,7 +80,7 @@ async def _delete_options_dry_run(request: Request) -> bool:
     return True
 
 
-def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.Creates) -> None:
+def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Paths) -> None:
     base = f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
     shape = _shaper(kind, version)
     tag = kind.kind
@@ -194,7 +194,7 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
             }
         )
 
-    async def create(request: Request, namespace: str | None) -> Response:
+    async def create(request: Request, namespace: str | None, _: str | None = None) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, None, "create")
         doc = await _read(request)
@@ -206,7 +206,7 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
                     lambda: engine.preview(kind, namespace, None, lambda _: doc)
                 )
             else:
-                out = await create_path.offload(engine.create, kind, namespace, doc)
+                out = await fast_paths.offload(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
@@ -221,7 +221,7 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
             raise invalid(kind, name, str(exc)) from exc
         return _answer(shape(out), warnings, 201)
 
-    creates[create_path.collection(kind, version)] = create
+    fast[fast_paths.collection("POST", kind, version)] = create
 
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
@@ -297,16 +297,19 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
         )
         return _answer(shape(out), warnings)
 
-    async def delete(request: Request, namespace: str | None, name: str) -> Response:
+    async def delete(request: Request, namespace: str | None, name: str | None) -> Response:
+        assert name is not None  # an item's route, or its fast path
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "delete")
         dry = dry_run(request) or await _delete_options_dry_run(request)
         do = engine.preview_delete if dry else engine.delete
         try:
-            out = await run_in_threadpool(do, kind, namespace, name)
+            out = await fast_paths.offload(do, kind, namespace, name)
         except NotFound as exc:
             raise not_found(kind, name) from exc
         return JSONResponse(shape(out))
+
+    fast[fast_paths.item("DELETE", kind, version)] = delete
 
     if kind.namespaced:
         coll = f"{base}/namespaces/{{namespace}}/{kind.plural}"
@@ -438,10 +441,10 @@ def _ocm_status(router: APIRouter, item: str, tag: str, op: str, kind: Kind, who
 def install(app: FastAPI) -> None:
     app.state.list_pages = list_pages.Pages()
     router = APIRouter()
-    creates: create_path.Creates = {}
+    fast: fast_paths.Paths = {}
     for kind in KINDS:
         versions = kind.versions + (("v1alpha1",) if kind.kind == "Cohort" else ())
         for version in versions:
-            _register(router, kind, version, creates)
+            _register(router, kind, version, fast)
     app.include_router(router)
-    create_path.install(app, creates)
+    fast_paths.install(app, fast)

@@ -1,0 +1,134 @@
+"""The write fast paths: a kind's ``POST`` (create) and item ``DELETE`` skip FastAPI's router.
+
+Creates and deletes are the API's hot writes: a batch system takes thousands of Workloads and
+Jobs a second, and a MultiKueue worker deletes every losing copy the hub sent it. Profiles of
+``bench/api.py`` and ``bench/multicluster.py`` showed FastAPI's routing (over the hundreds of
+routes ``api.resources`` registers), its parameter handling and anyio's thread hand-off take
+more of such a request's CPU than the engine does. ``FastPaths`` is an ASGI middleware inside
+FastAPI's error middleware: a ``POST`` on the collection, or a ``DELETE`` on an item, of a kind
+served by ``api.resources`` goes straight to that kind's own handler (the very function the
+route calls, registered here by ``api.resources``), and its errors to the app's own exception
+handlers, so the answer is the same byte for byte as through the router. Every other request
+passes through untouched.
+
+This module decides nothing about a write: no validation, no authorization, no engine call of
+its own. It only finds the handler from the method and the path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gpuaas.vocab.kinds import Kind
+
+# handler(request, namespace, name): name is None on a collection, namespace on a cluster kind
+Handle = Callable[[Request, str | None, str | None], Awaitable[Response]]
+# (method, the version's base path, namespaced, plural, item) -> that kind's handler
+Key = tuple[str, str, bool, str, bool]
+Paths = dict[Key, Handle]
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+_T = TypeVar("_T")
+
+# Threads for the engine's blocking calls on the fast paths. Each waits for its group commit,
+# so there are as many as the requests one commit should be able to batch; asyncio's executor
+# hand-off is a fraction of anyio's (``run_in_threadpool``: cancel scopes, a capacity limiter).
+_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="gpuaas-write")
+
+
+async def offload(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` on a write worker thread, awaited without blocking the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_WORKERS, functools.partial(fn, *args))
+
+
+def collection(method: str, kind: Kind, version: str) -> Key:
+    """The key of ``method`` on ``kind``'s collection in ``version``."""
+    return method, _base(kind, version), kind.namespaced, kind.plural, False
+
+
+def item(method: str, kind: Kind, version: str) -> Key:
+    """The key of ``method`` on one object of ``kind`` in ``version``."""
+    return method, _base(kind, version), kind.namespaced, kind.plural, True
+
+
+def _base(kind: Kind, version: str) -> str:
+    return f"/apis/{kind.group}/{version}" if kind.group else f"/api/{version}"
+
+
+def find(paths: Paths, method: str, path: str) -> tuple[Handle, str | None, str | None] | None:
+    """The handler for ``method`` on ``path``, its namespace and name, or None when no route of
+    ``api.resources`` in ``paths`` serves it.
+
+    Same matches as the routes: a path parameter is one non-empty segment, and a trailing slash
+    or anything below an item is not that item."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[0]:
+        return None
+    if parts[1] == "apis":
+        base, rest = "/".join(parts[:4]), parts[4:]
+    elif parts[1] == "api":
+        base, rest = "/".join(parts[:3]), parts[3:]
+    else:
+        return None
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+        if not namespace:
+            return None
+    if len(rest) == 1:
+        handle = paths.get((method, base, namespace is not None, rest[0], False))
+        return None if handle is None else (handle, namespace, None)
+    if len(rest) == 2 and rest[1]:
+        handle = paths.get((method, base, namespace is not None, rest[0], True))
+        return None if handle is None else (handle, namespace, rest[1])
+    return None
+
+
+class FastPaths:
+    """ASGI middleware: see the module docstring."""
+
+    def __init__(self, app: ASGIApp, paths: Paths) -> None:
+        self.app = app
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = None
+        if scope["type"] == "http" and scope["method"] in ("POST", "DELETE"):
+            found = find(self.paths, scope["method"], scope["path"])
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        handle, namespace, name = found
+        request = Request(scope, receive, send)
+        try:
+            response = await handle(request, namespace, name)
+        except Exception as exc:
+            handler = _handler(scope["app"], exc)
+            if handler is None:
+                raise  # the app's 500 handler answers it, in FastAPI's error middleware
+            response = await handler(request, exc)
+        await response(scope, receive, send)
+
+
+def _handler(app: Any, exc: Exception) -> Handler | None:
+    """The app's handler for ``exc``, as Starlette's exception middleware looks it up (by the
+    exception's classes in order); None for the catch-all, which answers from further out."""
+    handlers: dict[Any, Handler] = app.exception_handlers
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return None
+        if cls in handlers:
+            return handlers[cls]
+    return None
+
+
+def install(app: FastAPI, paths: Paths) -> None:
+    """Put the fast paths in front of ``app``'s router for the routes in ``paths``."""
+    app.add_middleware(FastPaths, paths=paths)

@@ -1,0 +1,254 @@
+"""The write fast paths find exactly what the routes serve, and answer as the routes do.
+
+``find`` is table-driven against the paths FastAPI's routes match (a path parameter is one
+non-empty segment; nothing below or beside a collection or an item). The answers themselves are
+the route's own handler and error handlers: a real server's creates and deletes (the API test
+modules) all go through the fast paths; here a refused create is checked to be the same Status
+as kube-apiserver's, and a table of deletes gets the same bytes from an app whose router has no
+delete routes left (only the fast path can answer) as from an app without the fast path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import APIRoute
+
+from gpuaas.api import fast_paths
+from gpuaas.api.testing import ServerProcess
+from gpuaas.server import Server, ServerOptions, build
+from gpuaas.vocab.kinds import KINDS
+
+
+def _handler_for(kind_name: str, version: str):  # type: ignore[no-untyped-def]
+    async def handle(request: object, namespace: str | None, name: str | None) -> object:
+        return (kind_name, version, namespace, name)
+
+    return handle
+
+
+PATHS: fast_paths.Paths = {}
+for _kind in KINDS:
+    for _version in _kind.versions:
+        PATHS[fast_paths.collection("POST", _kind, _version)] = _handler_for(_kind.kind, _version)
+        PATHS[fast_paths.item("DELETE", _kind, _version)] = _handler_for(_kind.kind, _version)
+
+WL_V1B1 = "/apis/kueue.x-k8s.io/v1beta1"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("POST", f"{WL_V1B1}/namespaces/team-a/workloads", ("Workload", "team-a", None)),
+        ("POST", "/apis/kueue.x-k8s.io/v1beta2/namespaces/t/workloads", ("Workload", "t", None)),
+        ("POST", "/apis/batch/v1/namespaces/t/jobs", ("Job", "t", None)),
+        ("POST", f"{WL_V1B1}/clusterqueues", ("ClusterQueue", None, None)),
+        ("POST", "/api/v1/namespaces", ("Namespace", None, None)),
+        ("DELETE", f"{WL_V1B1}/namespaces/t/workloads/w", ("Workload", "t", "w")),
+        ("DELETE", "/apis/batch/v1/namespaces/t/jobs/j", ("Job", "t", "j")),
+        ("DELETE", f"{WL_V1B1}/clusterqueues/cq", ("ClusterQueue", None, "cq")),
+        ("DELETE", "/api/v1/namespaces/team-b", ("Namespace", None, "team-b")),
+        # not what the routes of api.resources serve: the router answers (404, 405 or its own)
+        ("POST", f"{WL_V1B1}/namespaces//workloads", None),  # empty namespace
+        ("POST", f"{WL_V1B1}/namespaces/t/workloads/", None),  # trailing slash
+        ("POST", f"{WL_V1B1}/namespaces/t/workloads/w", None),  # create on an item
+        ("POST", f"{WL_V1B1}/namespaces/t/workloads/w/status", None),
+        ("POST", f"{WL_V1B1}/workloads", None),  # namespaced kind, no namespace
+        ("POST", f"{WL_V1B1}/namespaces/t/clusterqueues", None),  # cluster-scoped
+        ("POST", "/apis/kueue.x-k8s.io/v9/namespaces/t/workloads", None),  # unknown version
+        ("POST", "/apis/batch/v1/namespaces/t/pods", None),
+        ("POST", "/api/v1/namespaces/t/pods", None),  # a runtime kind: its own routes
+        ("DELETE", f"{WL_V1B1}/namespaces/t/workloads", None),  # a collection
+        ("DELETE", f"{WL_V1B1}/namespaces/t/workloads/", None),  # empty name
+        ("DELETE", f"{WL_V1B1}/namespaces//workloads/w", None),  # empty namespace
+        ("DELETE", f"{WL_V1B1}/namespaces/t/workloads/w/status", None),  # below an item
+        ("DELETE", f"{WL_V1B1}/workloads/w", None),  # namespaced kind, no namespace
+        ("DELETE", f"{WL_V1B1}/namespaces/t/clusterqueues/cq", None),  # cluster-scoped
+        ("DELETE", "/api/v1/namespaces/t/pods/p", None),  # a runtime kind: its own routes
+        ("DELETE", "/api/v1/namespaces/", None),
+        ("DELETE", "/apis/gpuaas.dev/v1alpha1/tokens/x", None),  # extras' own route
+        ("GET", f"{WL_V1B1}/namespaces/t/workloads/w", None),  # reads: the router
+        ("PUT", f"{WL_V1B1}/namespaces/t/workloads/w", None),
+        ("POST", "/healthz", None),
+        ("POST", "", None),
+        ("POST", "apis/batch/v1/namespaces/t/jobs", None),
+    ],
+)
+def test_find_matches_exactly_what_the_routes_serve(
+    method: str, path: str, expected: tuple[str, str | None, str | None] | None
+) -> None:
+    found = fast_paths.find(PATHS, method, path)
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    handler, namespace, name = found
+    assert (namespace, name) == expected[1:]
+    assert handler.__closure__ is not None  # type: ignore[attr-defined]
+    assert handler.__closure__[0].cell_contents == expected[0]  # type: ignore[attr-defined]
+
+
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/namespaces/default/workloads"
+
+
+def workload(name: str) -> dict[str, object]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_creates_through_the_fast_path_answer_as_kube_apiserver(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path / "data", None).start()
+    try:
+        auth = {"Authorization": f"Bearer {srv.admin_token}"}
+        with httpx.Client(base_url=srv.url, headers=auth, timeout=30) as c:
+            made = c.post(WORKLOADS, json=workload("w"))
+            assert made.status_code == 201, made.text
+            assert made.json()["metadata"]["managedFields"][0]["operation"] == "Update"
+            again = c.post(WORKLOADS, json=workload("w"))
+            assert again.status_code == 409
+            assert again.json()["reason"] == "AlreadyExists"
+            assert again.json()["details"] == {"name": "w", "group": "kueue.x-k8s.io",
+                                               "kind": "workloads"}  # fmt: skip
+            bad = c.post(WORKLOADS, content=b"{", headers={"Content-Type": "application/json"})
+            assert bad.status_code == 400 and bad.json()["kind"] == "Status"
+            dry = c.post(WORKLOADS + "?dryRun=All", json=workload("dry"))
+            assert dry.status_code == 201
+            assert c.get(WORKLOADS + "/dry").status_code == 404
+            strict = c.post(
+                WORKLOADS + "?fieldValidation=Strict", json={**workload("s"), "bogus": 1}
+            )
+            assert strict.status_code == 400
+            assert strict.json()["message"] == 'strict decoding error: unknown field "bogus"'
+            warned = c.post(WORKLOADS, json={**workload("x"), "bogus": 1})
+            assert warned.status_code == 201
+            assert 'unknown field \\"bogus\\"' in warned.headers["warning"]
+        anonymous = httpx.post(srv.url + WORKLOADS, json=workload("a"), timeout=30)
+        assert anonymous.status_code == 401 and anonymous.json()["kind"] == "Status"
+    finally:
+        srv.stop()
+
+
+# --- deletes: the fast path's answers are the router's, byte for byte -----------------------
+
+CQS = f"{WL_V1B1}/clusterqueues"
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+
+
+def job(name: str) -> dict[str, object]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]}}}}  # fmt: skip
+
+
+SETUP: list[tuple[str, dict[str, object]]] = [
+    (WORKLOADS, workload("w1")),
+    (WORKLOADS, workload("w2")),
+    (JOBS, job("j1")),
+    (CQS, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+           "metadata": {"name": "cq"}, "spec": {"resourceGroups": []}}),  # fmt: skip
+    ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": "team-b"}}),  # fmt: skip
+]
+JSON = {"Content-Type": "application/json"}
+# (case, who: admin/tenant/nobody, path, query, body) in order: a case sees the ones before it
+DELETES: list[tuple[str, str, str, str, bytes | None]] = [
+    ("missing", "admin", f"{WORKLOADS}/nope", "", None),
+    ("other tenant", "tenant", f"{WORKLOADS}/w1", "", None),
+    ("tenant, cluster-scoped", "tenant", f"{CQS}/cq", "", None),
+    ("anonymous", "nobody", f"{WORKLOADS}/w1", "", None),
+    ("dry run", "admin", f"{WORKLOADS}/w1", "?dryRun=All", None),
+    ("dry run in the body", "admin", f"{WORKLOADS}/w1", "",
+     b'{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"]}'),
+    ("bad dry run", "admin", f"{WORKLOADS}/w1", "?dryRun=Some", None),
+    ("bad dry run in the body", "admin", f"{WORKLOADS}/w1", "", b'{"dryRun":["Some"]}'),
+    ("bad body", "admin", f"{WORKLOADS}/w1", "", b"{"),
+    ("ok", "admin", f"{WORKLOADS}/w1", "", None),
+    ("gone", "admin", f"{WORKLOADS}/w1", "", None),
+    ("propagation and grace", "admin", f"{WORKLOADS}/w2",
+     "?propagationPolicy=Background&gracePeriodSeconds=0",
+     b'{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Foreground"}'),
+    ("job, background", "admin", f"{JOBS}/j1", "?propagationPolicy=Background", None),
+    ("cluster-scoped", "admin", f"{CQS}/cq", "", None),
+    ("namespace", "admin", "/api/v1/namespaces/team-b", "", None),
+    ("other version", "admin", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq", "", None),
+]
+# what differs between two servers fed the same requests: uids and the clock's readings
+_UID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+
+
+Answer = tuple[str, int, dict[str, str], bytes]
+
+
+async def _answers(server: Server, *, fast: bool) -> list[Answer]:
+    """Each case's status, headers and body from ``server``'s app: with the fast path and no
+    delete route left in the router (only the fast path can answer), or with no fast path."""
+    app = server.app
+    if fast:
+        app.router.routes = [
+            r for r in app.router.routes
+            if not (isinstance(r, APIRoute) and r.methods == {"DELETE"}
+                    and r.endpoint.__module__ == "gpuaas.api.resources")
+        ]  # fmt: skip
+    else:
+        app.user_middleware = [m for m in app.user_middleware if m.cls is not fast_paths.FastPaths]
+    tenant, _ = server.tokens.create("tenant", ("team-a",))
+    tokens = {"admin": server.admin_token_path.read_text().strip(), "tenant": tenant}
+    out: list[Answer] = []
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        for path, doc in SETUP:
+            made = await c.post(path, json=doc, headers={"Authorization": f"Bearer {tokens['admin']}"})
+            assert made.status_code == 201, made.text
+        for case, who, path, query, body in DELETES:
+            headers = dict(JSON) if body is not None else {}
+            if who in tokens:
+                headers["Authorization"] = f"Bearer {tokens[who]}"
+            r = await c.request("DELETE", path + query, content=body, headers=headers)
+            kept = {k: v for k, v in r.headers.items() if k not in ("date", "content-length")}
+            out.append((case, r.status_code, kept, _TIME.sub(b"T", _UID.sub(b"U", r.content))))
+    return out
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    made: list[Server] = []
+    try:
+        for name in ("fast", "router"):
+            options = ServerOptions(data_dir=tmp_path / name, runtime="none")
+            made.append(build(options, say=lambda _: None))
+        yield made[0], made[1]
+    finally:
+        for server in made:
+            server.close()
+
+
+def test_deletes_through_the_fast_path_answer_as_through_the_router(
+    servers: tuple[Server, Server],
+) -> None:
+    fast, router = servers
+    got = asyncio.run(_answers(fast, fast=True))
+    want = asyncio.run(_answers(router, fast=False))
+    assert [a[0] for a in got] == [case for case, *_ in DELETES]
+    codes: dict[str, Any] = {}
+    for (case, code, headers, body), (_, code2, headers2, body2) in zip(got, want, strict=True):
+        assert (code, headers, body) == (code2, headers2, body2), case
+        codes[case] = code
+    # and the router's answers are the ones kube-apiserver gives
+    assert codes == {
+        "missing": 404, "other tenant": 403, "tenant, cluster-scoped": 403, "anonymous": 401,
+        "dry run": 200, "dry run in the body": 200, "bad dry run": 400,
+        "bad dry run in the body": 400, "bad body": 400, "ok": 200, "gone": 404,
+        "propagation and grace": 200, "job, background": 200, "cluster-scoped": 200,
+        "namespace": 200, "other version": 404,
+    }  # fmt: skip
