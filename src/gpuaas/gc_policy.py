@@ -12,13 +12,14 @@ collections of up to 0.4-0.9 s each: about 40 % of its CPU per create, and all o
 defaults) therefore:
 
 1. collects young objects every ``YOUNG`` allocations instead of 700, so a request's objects are
-   mostly freed before a collection sees them, and the old generation only every
-   ``MIDDLE * OLD`` young collections (CPython's own rule still skips a full collection until
-   the objects awaiting one are a quarter of those that survived the last);
+   mostly freed before a collection sees them (a middle collection walks at most ``MIDDLE``
+   young collections' survivors: a bounded pause), and considers a full collection only every
+   ``MIDDLE * OLD`` young ones, 10 million allocations (CPython's own rule then still skips it
+   until the objects awaiting one are a quarter of those that survived the last);
 2. collects once and freezes what the start-up left (imported modules, the store's objects as
-   restored): the collector never walks them again. A frozen object that later becomes part of
-   an unreachable reference cycle is not reclaimed; documents and records are trees, freed by
-   reference counting when the engine drops them.
+   restored): the collector never walks them again. Documents are trees, freed by reference
+   counting when the engine drops them; a frozen object caught in a reference cycle that
+   becomes unreachable is not reclaimed before the process ends (``gc.freeze``'s trade-off).
 
 No decision or stored byte depends on this: it changes when memory is reclaimed, not what.
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 import gc
 
 YOUNG = 10_000  # allocations (net of frees) between young collections; CPython's default is 700
-MIDDLE = 50  # young collections between collections of the middle generation (default 10)
+MIDDLE = 10  # young collections per collection of the middle generation (as CPython)
 OLD = 100  # middle collections before a full one is considered (default 10)
 
 
