@@ -27,6 +27,7 @@ import uvicorn
 import yaml
 from fastapi import FastAPI
 
+from gpuaas import gc_policy
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.api.draining import Draining, DrainingServer
@@ -321,6 +322,7 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
     """Build a server, serve it until SIGTERM or Ctrl-C, then close it. Raises ``ServerError``."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     server = build(options, say)
+    gc_policy.apply()  # after the store is loaded: the collector never walks it again
     scheme = "https" if options.tls_cert else "http"
     url = options.store_url.split("?")[0]
     say(f"serving on {scheme}://{options.host}:{options.port} (store {url})")

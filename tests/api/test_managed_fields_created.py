@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.api import field_types, patching
+from gpuaas.api import field_types, managed_fields, patching
 from gpuaas.api.managed_fields import changes, created_fields, encode
 from gpuaas.vocab.kinds import BY_KIND, KINDS
 
@@ -144,3 +144,13 @@ def test_writer_records_a_create_as_one_update_owning_every_field() -> None:
     ]
     bare = w.updated(None, {"metadata": {"name": "w"}})  # nothing to own: no entry at all
     assert "managedFields" not in bare["metadata"]
+
+
+@pytest.mark.parametrize(
+    "value", ["main", "a b", "é", "x\u2028y", 'q"', "b\\s", "t\tx", "", "ü-1", 7, None]
+)
+def test_a_keyed_item_path_element_is_go_json_whatever_the_key_value(value: object) -> None:
+    """The direct spelling of a one-key element equals the JSON encoding it stands for."""
+    assert managed_fields.item_element({"name": value}, "map", ("name",), 0) == (
+        "k:" + managed_fields._go_json({"name": value})
+    )

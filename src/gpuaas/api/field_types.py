@@ -12,6 +12,7 @@ other list atomic, as in their Go types. ``metadata`` is ObjectMeta for every ki
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,8 +110,10 @@ def _builtin_schema(kind: str) -> JsonDoc:
     return root.schema()
 
 
+@functools.cache
 def schema_of(kind: Kind, version: str) -> JsonDoc:
-    """The root schema server-side apply walks for ``kind`` at ``version``."""
+    """The root schema server-side apply walks for ``kind`` at ``version``: built once per kind
+    and version (every write's ``patching.Writer`` asks for it) and only ever read."""
     res = resource(kind)
     if kind.group == "kueue.x-k8s.io":
         base = dict(res.schema(version))

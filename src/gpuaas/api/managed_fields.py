@@ -81,6 +81,15 @@ def item_element(item: Any, lt: str, keys: tuple[str, ...], index: int) -> str:
     if lt == "set":
         return "v:" + _go_json(item)
     if lt == "map" and isinstance(item, dict) and all(k in item for k in keys):
+        if len(keys) == 1:  # the common case (a name): written directly when nothing needs escaping
+            value = item[keys[0]]
+            if (
+                type(value) is str
+                and value.isprintable()
+                and '"' not in value
+                and "\\" not in value
+            ):
+                return f'k:{{"{keys[0]}":"{value}"}}'
         return "k:" + _go_json({k: item[k] for k in keys})
     return f"i:{index}"
 

@@ -10,6 +10,7 @@ fields. Pure: a document and a schema in, field paths out.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from gpuaas.api.body import BodyError
@@ -50,16 +51,23 @@ def check(kind: Kind, version: str, doc: Any, mode: str | None) -> list[str]:
         raise BodyError(400, f'fieldValidation "{mode}": must be one of Strict, Warn or Ignore')
     if mode == "Ignore" or not isinstance(doc, dict):
         return []
-    schema = dict(resource(kind).schema(version))
-    props = dict(schema.get("properties") or {})
-    props["metadata"] = object_meta_schema()
-    unknown = unknown_fields(doc, {**schema, "properties": props})
+    unknown = unknown_fields(doc, _checked_schema(kind, version))
     if not unknown:
         return []
     if mode == "Strict":
         fields = ", ".join(f'unknown field "{u}"' for u in unknown)
         raise BodyError(400, f"strict decoding error: {fields}")
     return [f'unknown field "{u}"' for u in unknown]
+
+
+@functools.cache
+def _checked_schema(kind: Kind, version: str) -> JsonDoc:
+    """The kind's schema with ObjectMeta's fields under ``metadata``, built once per kind and
+    version (every create and replace checks against it; ``unknown_fields`` only reads it)."""
+    schema = dict(resource(kind).schema(version))
+    props = dict(schema.get("properties") or {})
+    props["metadata"] = object_meta_schema()
+    return {**schema, "properties": props}
 
 
 def warning_headers(warnings: list[str]) -> list[tuple[str, str]]:

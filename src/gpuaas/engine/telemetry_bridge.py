@@ -256,12 +256,17 @@ class TelemetryBridge:
             self._reload_config(engine)
             if engine.epoch != self._epoch:
                 self._sync_ledger(engine, now)  # rebuilt from the store: decisions were lost
+            # One view per workload for the whole list: the views show the state after all of
+            # these decisions either way, and a reservation's Reserve and Admit share it.
+            seen: dict[str, WorkloadView | None] = {}
             for d in decisions:
-                self._on_decision(engine, d)
+                self._on_decision(engine, d, seen)
 
     # -- counters and ledger ---------------------------------------------------------------------
-    def _on_decision(self, engine: Engine, d: Decision) -> None:
-        """Counters and the ledger, by decision type."""
+    def _on_decision(
+        self, engine: Engine, d: Decision, seen: dict[str, WorkloadView | None]
+    ) -> None:
+        """Counters and the ledger, by decision type (``seen``: the views built so far)."""
         match d:
             case Release() | Delete():
                 self._gpu_holders.discard(d.workload)
@@ -279,7 +284,10 @@ class TelemetryBridge:
                 self.idle.readmitted(d.workload)  # judged afresh from its next sample
             case _:
                 pass
-        w = engine.workload(d.workload)
+        if d.workload in seen:
+            w = seen[d.workload]
+        else:
+            w = seen[d.workload] = engine.workload(d.workload)
         pc = (w.priority_class if w is not None else None) or ""
         match d:
             case Reserve(cluster_queue=cq):

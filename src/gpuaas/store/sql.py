@@ -75,6 +75,25 @@ def _dumps(doc: Any) -> str:
     return msgspec.json.encode(doc, order="sorted").decode()
 
 
+class _Encoded:
+    """``_dumps`` once per document within one commit: a write's object row and its change row
+    hold the same document (the same dict), so it is encoded once for both. Keyed by identity,
+    which is stable while the commit's writes keep every document alive."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, doc: Any) -> str:
+        hit = self._seen.get(id(doc))
+        if hit is not None and hit[0] is doc:
+            return hit[1]
+        out = _dumps(doc)
+        self._seen[id(doc)] = (doc, out)
+        return out
+
+
 class SqlStore:
     """A ``Store`` over two DB-API connections; subclasses say how to open them."""
 
@@ -145,6 +164,7 @@ class SqlStore:
         changes: list[tuple[Any, ...]] = []
         events: list[tuple[Any, ...]] = []
         token_ops: list[PutToken | DeleteToken] = []
+        text = _Encoded()
         for w in writes:
             if isinstance(w, PutObject):
                 last[w.record.key] = w
@@ -152,7 +172,7 @@ class SqlStore:
                 last[w.key] = w
             elif isinstance(w, AppendChange):
                 c = w.change
-                changes.append((c.rv, c.type, c.key.gk, c.key.namespace, c.key.name, _dumps(c.doc)))
+                changes.append((c.rv, c.type, c.key.gk, c.key.namespace, c.key.name, text(c.doc)))
             elif isinstance(w, AppendEvent):
                 e = w.event
                 events.append(
@@ -178,7 +198,7 @@ class SqlStore:
                 w.record.rv,
                 w.record.seq,
                 w.record.created,
-                _dumps(w.record.doc),
+                text(w.record.doc),
                 _dumps(w.record.internal),
             )
             for k, w in last.items()
