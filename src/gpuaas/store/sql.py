@@ -75,6 +75,25 @@ def _dumps(doc: Any) -> str:
     return msgspec.json.encode(doc, order="sorted").decode()
 
 
+def _sorted(encoded: bytes) -> str:
+    """A record's JSON (kept in its document's key order) as the store writes it: sorted."""
+    return _dumps(msgspec.json.decode(encoded))
+
+
+def _text_bytes(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode()
+
+
+def _strict_json(raw: bytes) -> bytes:
+    """``raw`` if msgspec reads it, else re-encoded from ``json``'s reading (which accepts the
+    NaN an older version may have written: msgspec writes it as null)."""
+    try:
+        msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return msgspec.json.encode(json.loads(raw))
+    return raw
+
+
 class SqlStore:
     """A ``Store`` over two DB-API connections; subclasses say how to open them."""
 
@@ -124,13 +143,13 @@ class SqlStore:
             " ORDER BY seq, gk, namespace, name"
         )
         objects = [
-            ObjectRecord(
-                key=ObjectKey(r[0], r[1], r[2]),
-                rv=int(r[3]),
-                seq=int(r[4]),
-                created=float(r[5]),
-                doc=json.loads(r[6]),
-                internal=json.loads(r[7]),
+            ObjectRecord.encoded(
+                ObjectKey(r[0], r[1], r[2]),
+                int(r[3]),
+                int(r[4]),
+                float(r[5]),
+                _text_bytes(r[6]),  # kept encoded: the engine decodes (and checks) on read
+                _strict_json(_text_bytes(r[7])),
             )
             for r in rows
         ]
@@ -178,8 +197,8 @@ class SqlStore:
                 w.record.rv,
                 w.record.seq,
                 w.record.created,
-                _dumps(w.record.doc),
-                _dumps(w.record.internal),
+                _sorted(w.record.doc_json),
+                _sorted(w.record.internal_json),
             )
             for k, w in last.items()
             if isinstance(w, PutObject)
