@@ -6,7 +6,7 @@ ClusterQueue, flavors, counts and usage, about 0.6 KB), yet each used to keep co
 A ``Shared`` table hands out the first of equal values instead. Only values the core never
 changes in place go through it (shapes are tuples; an admission is replaced, never mutated: see
 docs/architecture.md, "The engine's read model"), and the copy handed out is equal to the one
-given, so every decision is the same. Tables are bounded: past ``KEPT`` distinct values, new
+given, so every decision is the same. Tables are bounded: past ``limit`` distinct values, new
 ones stay with their workloads only, so distinct values a tenant makes up cannot grow it.
 """
 
@@ -23,12 +23,11 @@ T = TypeVar("T")
 class Shared:
     """Equal values, one copy each, looked up by a hashable key that identifies the value."""
 
-    KEPT = 10_000
+    __slots__ = ("_kept", "_limit")
 
-    __slots__ = ("_kept",)
-
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 10_000) -> None:
         self._kept: dict[Hashable, object] = {}
+        self._limit = limit
 
     def shared(self, key: Hashable, value: T) -> T:
         """The kept value for ``key`` (``value`` itself the first time); ``value`` must be what
@@ -36,7 +35,7 @@ class Shared:
         kept = self._kept.get(key)
         if kept is not None:
             return kept  # type: ignore[return-value]
-        if len(self._kept) < self.KEPT:
+        if len(self._kept) < self._limit:
             self._kept[key] = value
         return value
 
