@@ -152,7 +152,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         else:
             self.terminating.discard(rec.key)
         change = Change(rec.rv, change_type, rec.key, doc)
-        batch.writes += [PutObject(rec), AppendChange(change)]
+        batch.writes += [PutObject(rec, doc), AppendChange(change)]
         batch.changes.append(change)
 
     def _remove(self, batch: _Batch, key: ObjectKey) -> None:

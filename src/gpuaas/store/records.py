@@ -164,6 +164,9 @@ class TokenRecord:
 @dataclass(slots=True, frozen=True)
 class PutObject:
     record: ObjectRecord
+    # ``record.doc`` as the engine built it, when it has it: the store encodes it once for the
+    # object and for a change that carries the same dict, instead of decoding the record's.
+    doc: JsonDoc | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -24,6 +24,7 @@ from gpuaas.store.records import (
     DeleteObject,
     DeleteToken,
     EventRecord,
+    JsonDoc,
     Loaded,
     ObjectKey,
     ObjectRecord,
@@ -164,6 +165,14 @@ class SqlStore:
         changes: list[tuple[Any, ...]] = []
         events: list[tuple[Any, ...]] = []
         token_ops: list[PutToken | DeleteToken] = []
+        texts: dict[int, tuple[JsonDoc, str]] = {}  # id(doc) -> (doc, its JSON): one encoding
+
+        def text(doc: JsonDoc) -> str:
+            found = texts.get(id(doc))
+            if found is None:
+                found = texts[id(doc)] = (doc, _dumps(doc))
+            return found[1]
+
         for w in writes:
             if isinstance(w, PutObject):
                 last[w.record.key] = w
@@ -171,7 +180,7 @@ class SqlStore:
                 last[w.key] = w
             elif isinstance(w, AppendChange):
                 c = w.change
-                changes.append((c.rv, c.type, c.key.gk, c.key.namespace, c.key.name, _dumps(c.doc)))
+                changes.append((c.rv, c.type, c.key.gk, c.key.namespace, c.key.name, text(c.doc)))
             elif isinstance(w, AppendEvent):
                 e = w.event
                 events.append(
@@ -197,7 +206,7 @@ class SqlStore:
                 w.record.rv,
                 w.record.seq,
                 w.record.created,
-                _sorted(w.record.doc_json),
+                text(w.doc) if w.doc is not None else _sorted(w.record.doc_json),
                 _sorted(w.record.internal_json),
             )
             for k, w in last.items()
