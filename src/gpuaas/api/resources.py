@@ -7,6 +7,7 @@ shape the answer. Errors are answered as Kubernetes ``Status`` objects by ``api.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -167,9 +168,9 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
 
         narrowed = bool(q.get("fieldSelector") or q.get("labelSelector") or visible_ns)
 
-        def read() -> tuple[list[JsonDoc], int]:
+        def read() -> tuple[Sequence[JsonDoc], int]:
             docs, rv = engine.list_objects(kind, None if allowed is None else set(allowed))
-            return ([d for d in docs if keep(d)] if narrowed else docs), rv
+            return (docs.where(keep) if narrowed else docs), rv
 
         pages: list_pages.Pages = request.app.state.list_pages
         items, rv, nxt, remaining = await run_in_threadpool(
