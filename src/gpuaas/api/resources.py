@@ -21,6 +21,7 @@ from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.status import KubeError, already_exists, conflict, invalid, not_found
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
+from gpuaas.engine.listed import collector_paused
 from gpuaas.engine.multikueue import placements
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
@@ -180,20 +181,21 @@ def _register(router: APIRouter, kind: Kind, version: str, creates: create_path.
         if nxt is not None:
             meta["continue"] = nxt
             meta["remainingItemCount"] = remaining
-        if as_table:
-            shaped = [shape(d) for d in items]
+        with collector_paused(len(items)):  # the page's new documents hold no cycles
+            if as_table:
+                shaped = [shape(d) for d in items]
+                return FastJSONResponse(
+                    tables.table(kind, version, shaped, include=include, metadata=meta),
+                    media_type=tables.TABLE_MEDIA,
+                )
             return FastJSONResponse(
-                tables.table(kind, version, shaped, include=include, metadata=meta),
-                media_type=tables.TABLE_MEDIA,
+                {
+                    "apiVersion": api_version,
+                    "kind": f"{kind.kind}List",
+                    "metadata": meta,
+                    "items": [shape(d) for d in items],
+                }
             )
-        return FastJSONResponse(
-            {
-                "apiVersion": api_version,
-                "kind": f"{kind.kind}List",
-                "metadata": meta,
-                "items": [shape(d) for d in items],
-            }
-        )
 
     async def create(request: Request, namespace: str | None) -> Response:
         engine, p = await who(request)

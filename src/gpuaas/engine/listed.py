@@ -8,9 +8,10 @@ resourceVersion) and decodes an item when it is read: a page costs its own 500 d
 kept list costs a reference per item, as it did when records held decoded documents. Kinds shown
 with live status (queues, Jobs, Notebooks, RayClusters) are listed as built documents.
 
-Reading many items at once pauses Python's cyclic collector: the new dicts hold no cycles and
-are freed by reference counting, while collections triggered by so many new containers scanned
-the whole heap again and again (a list of 10,000 took 4-5 times the CPU of its decoding).
+Reading many items at once pauses Python's cyclic collector (``collector_paused``; the API also
+holds it paused while it builds the answer of a list): the new dicts hold no cycles and are
+freed by reference counting, while collections triggered by so many new containers scanned the
+whole heap again and again (a list of 10,000 took 4-5 times the CPU of its decoding).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ _PAUSE_FROM = 256  # items read at once from which the collector is paused
 
 
 @contextmanager
-def _collector_paused(items: int) -> Iterator[None]:
+def collector_paused(items: int) -> Iterator[None]:
+    """Python's cyclic collector off while ``items`` (from ``_PAUSE_FROM`` on) new documents
+    are decoded or answered; as it was afterwards. For code that makes no reference cycles."""
     if items < _PAUSE_FROM or not gc.isenabled():
         yield
         return
@@ -66,7 +69,7 @@ class ListedDocs(Sequence[JsonDoc]):
     def __getitem__(self, index: int | slice) -> JsonDoc | list[JsonDoc]:
         if isinstance(index, slice):
             chosen = self._items[index]
-            with _collector_paused(len(chosen)):
+            with collector_paused(len(chosen)):
                 return [_doc(x) for x in chosen]
         return _doc(self._items[index])
 
@@ -80,5 +83,5 @@ class ListedDocs(Sequence[JsonDoc]):
 
     def where(self, keep: Callable[[JsonDoc], bool]) -> ListedDocs:
         """The items ``keep`` accepts (each decoded once to ask it, then let go)."""
-        with _collector_paused(len(self._items)):
+        with collector_paused(len(self._items)):
             return ListedDocs([x for x in self._items if keep(_doc(x))])
