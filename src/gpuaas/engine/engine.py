@@ -114,6 +114,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
         self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
         self._fingerprints: dict[str, bytes] = {}
+        # Created since the last status pass: (rv, document), so that no decode is needed.
+        self._fresh: dict[ObjectKey, tuple[int, JsonDoc]] = {}
         self._last_event: dict[str, int] = {}
         self.restore_problems: list[str] = []
         self.observers: list[EngineObserver] = []
@@ -142,8 +144,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
     def _put(
         self, batch: _Batch, rec: ObjectRecord, change_type: str, doc: JsonDoc | None = None
     ) -> None:
-        """Store ``rec``; ``doc``, when the caller has it, is ``rec.doc`` (saves a decode) and
-        must not change afterwards: its change is watched and written from it."""
+        """Store ``rec``; ``doc`` (``rec.doc``, when the caller has it) must not change after."""
         self.objects[rec.key] = rec
         if doc is None:
             doc = rec.doc
@@ -232,6 +233,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         # Only workloads the core marked as possibly changed: comparing every workload after
         # each request would make a write cost O(workloads).
         dirty, self._cluster.dirty = self._cluster.dirty, set()
+        fresh, self._fresh = self._fresh, {}
         for key in sorted(dirty):
             st = self._cluster.workloads.get(key)
             if st is None:
@@ -247,7 +249,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 continue
             self._fingerprints[key] = fp
             rv = self._next_rv()
-            doc = documents.with_rv(rec.doc, rv)
+            known = fresh.get(okey)
+            doc = documents.with_rv(known[1] if known and known[0] == rec.rv else rec.doc, rv)
             doc["status"] = render.workload_status(st)
             spec = doc.get("spec")
             if (
@@ -266,8 +269,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
 
     def _collect_events(self, events: list[Event], batch: _Batch) -> None:
         for ev in events:
-            # Its hash, not the strings: kept per object for its life (odds of two different
-            # events sharing one, and the second being dropped, are about 2**-64).
+            # A hash, not the strings (kept per object for its life; a clash drops one event).
             sig = hash((ev.type, ev.reason, ev.message))
             if self._last_event.get(ev.object) == sig:
                 continue  # as Kubernetes aggregates a repeated event
@@ -377,7 +379,9 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 self._arrivals.append((obj, now))
                 fut = self._commit(batch)
                 self._wake.set()
-                shown = self._shown(kind, rec)
+                # The document in hand: the reply and the first status write decode nothing.
+                shown = doc if kind is WORKLOAD else self._shown(kind, rec)
+                self._fresh[key] = (rv, doc)
             else:
                 if deferred and self._has_arrivals():  # quick() did not settle: earlier first
                     self._catch_up()

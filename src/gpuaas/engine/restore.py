@@ -50,6 +50,7 @@ class Restore:
     _event_id: int
     _fingerprints: dict[str, bytes]
     _last_event: dict[str, int]
+    _fresh: dict[ObjectKey, tuple[int, JsonDoc]]
     objects: ObjectIndex
     terminating: set[ObjectKey]
     rv: int
@@ -83,6 +84,7 @@ class Restore:
         self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
+        self._fresh = {}
         self.restore_problems += [f"{r}: NaN or infinite numbers read as null" for r in repaired]
         workloads: list[ObjectRecord] = []
         # 1. Every non-workload object, in creation order, as it was created.
