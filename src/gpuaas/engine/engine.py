@@ -114,8 +114,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
         self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
         self._fingerprints: dict[str, bytes] = {}
-        # Created since the last status pass: (rv, document), so that no decode is needed.
-        self._fresh: dict[ObjectKey, tuple[int, JsonDoc]] = {}
+        self._fresh: dict[ObjectKey, tuple[int, JsonDoc]] = {}  # created since the last pass
         self._last_event: dict[str, int] = {}
         self.restore_problems: list[str] = []
         self.observers: list[EngineObserver] = []
@@ -146,8 +145,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
     ) -> None:
         """Store ``rec``; ``doc`` (``rec.doc``, when the caller has it) must not change after."""
         self.objects[rec.key] = rec
-        if doc is None:
-            doc = rec.doc
+        doc = rec.doc if doc is None else doc
         if finalizers.terminating(doc):
             self.terminating.add(rec.key)
         else:
