@@ -41,6 +41,13 @@ def _key(doc: JsonDoc) -> tuple[str, str]:
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
+def _keys(docs: Sequence[JsonDoc]) -> list[tuple[str, str]]:
+    """Every item's (namespace, name): from the list itself when it can tell them without
+    decoding its items (``engine.listed.ListedDocs``)."""
+    item_keys = getattr(docs, "item_keys", None)
+    return list(item_keys()) if callable(item_keys) else [_key(d) for d in docs]
+
+
 def encode(state: JsonDoc) -> str:
     return base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
 
@@ -73,7 +80,7 @@ class Pages:
         ident = secrets.token_hex(8)
         with self._lock:
             self._expire()
-            self._lists[ident] = (self._clock(), rv, docs, [_key(d) for d in docs])
+            self._lists[ident] = (self._clock(), rv, docs, _keys(docs))
             while len(self._lists) > self._keep:
                 self._lists.popitem(last=False)
         return ident
@@ -91,7 +98,7 @@ class Pages:
 
     def page(
         self,
-        read: Callable[[], tuple[list[JsonDoc], int]],
+        read: Callable[[], tuple[Sequence[JsonDoc], int]],
         limit: int | None,
         token: str | None,
     ) -> tuple[list[JsonDoc], int, str | None, int | None]:

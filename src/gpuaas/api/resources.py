@@ -7,6 +7,7 @@ shape the answer. Errors are answered as Kubernetes ``Status`` objects by ``api.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -20,6 +21,7 @@ from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.status import KubeError, already_exists, conflict, invalid, not_found
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
+from gpuaas.engine.listed import collector_paused
 from gpuaas.engine.multikueue import placements
 from gpuaas.engine.tokens import Tokens
 from gpuaas.store import Change
@@ -167,9 +169,9 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
 
         narrowed = bool(q.get("fieldSelector") or q.get("labelSelector") or visible_ns)
 
-        def read() -> tuple[list[JsonDoc], int]:
+        def read() -> tuple[Sequence[JsonDoc], int]:
             docs, rv = engine.list_objects(kind, None if allowed is None else set(allowed))
-            return ([d for d in docs if keep(d)] if narrowed else docs), rv
+            return (docs.where(keep) if narrowed else docs), rv
 
         pages: list_pages.Pages = request.app.state.list_pages
         items, rv, nxt, remaining = await run_in_threadpool(
@@ -179,20 +181,21 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
         if nxt is not None:
             meta["continue"] = nxt
             meta["remainingItemCount"] = remaining
-        if as_table:
-            shaped = [shape(d) for d in items]
+        with collector_paused(len(items)):  # the page's new documents hold no cycles
+            if as_table:
+                shaped = [shape(d) for d in items]
+                return FastJSONResponse(
+                    tables.table(kind, version, shaped, include=include, metadata=meta),
+                    media_type=tables.TABLE_MEDIA,
+                )
             return FastJSONResponse(
-                tables.table(kind, version, shaped, include=include, metadata=meta),
-                media_type=tables.TABLE_MEDIA,
+                {
+                    "apiVersion": api_version,
+                    "kind": f"{kind.kind}List",
+                    "metadata": meta,
+                    "items": [shape(d) for d in items],
+                }
             )
-        return FastJSONResponse(
-            {
-                "apiVersion": api_version,
-                "kind": f"{kind.kind}List",
-                "metadata": meta,
-                "items": [shape(d) for d in items],
-            }
-        )
 
     async def create(request: Request, namespace: str | None, _: str | None = None) -> Response:
         engine, p = await who(request)

@@ -22,6 +22,7 @@ from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.decisions import Decision
 from gpuaas.core.errors import ApplyError
 from gpuaas.core.fairsharing import FairPreemption, fair_order
+from gpuaas.core.interning import Shared
 from gpuaas.core.lifecycle import Lifecycle
 from gpuaas.core.objects import (
     AdmissionCheck,
@@ -115,6 +116,8 @@ class Cluster:
         # changes the answers.
         self._ns_match: dict[tuple[str, str], bool] = {}
         self._routes: dict[tuple[str, str], tuple[str | None, str]] = {}
+        # One shared copy of equal scheduling-equivalence keys and admissions (core.interning).
+        self.shapes, self.admissions = Shared(), Shared()
 
     # --- apply / delete ----------------------------------------------------------------
     def apply(self, obj: KueueObject, now: float) -> None:

@@ -27,6 +27,7 @@ from gpuaas.core.decisions import (
     Reserve,
 )
 from gpuaas.core.errors import ApplyError
+from gpuaas.core.interning import admission_key
 from gpuaas.core.objects import Workload
 from gpuaas.core.queues import shape_of
 from gpuaas.core.state import Admission, Phase, PodSetAssignment, WorkloadState
@@ -76,13 +77,21 @@ class Lifecycle:
             )
         return 0
 
+    def _shape(self, w: Workload, priority: int) -> object:
+        shape = shape_of(w, priority)
+        return self.c.shapes.shared(shape, shape)
+
     def apply_workload(self, w: Workload, now: float) -> None:
         self.c.refresh_structure()
         old = self.c.workloads.get(w.key)
         if old is None:
             prio = self._resolve_priority(w)
             wl = WorkloadState(
-                w, uid=self.c.next_uid(), created_at=now, priority=prio, shape=shape_of(w, prio)
+                w,
+                uid=self.c.next_uid(),
+                created_at=now,
+                priority=prio,
+                shape=self._shape(w, prio),
             )
             self.c.workloads[w.key] = wl
             self.c.dirty.add(w.key)
@@ -118,7 +127,7 @@ class Lifecycle:
             return
         old.workload = w
         old.priority = self._resolve_priority(w)
-        old.shape = shape_of(w, old.priority)
+        old.shape = self._shape(w, old.priority)
         old.last_tried = None
         if not w.active:
             self._unqueue(old)
@@ -195,7 +204,7 @@ class Lifecycle:
         not given: both say what the workload holds per flavor and resource)."""
         c, key = self.c, wl.key
         c.dirty.add(key)
-        wl.admission = admission
+        wl.admission = c.admissions.shared(admission_key(admission), admission)
         wl.usage = usage if usage is not None else admission.usage()
         wl.cluster_queue = cq.name
         wl.phase = Phase.ADMITTED

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import json
 import math
+import sys
 from typing import Any, cast
 
 import msgspec
 
 from gpuaas.core import ocm
 from gpuaas.core.manifests import ManifestError, parse_object
-from gpuaas.core.objects import KueueObject
+from gpuaas.core.objects import KueueObject, Workload
 from gpuaas.engine.errors import Invalid
 from gpuaas.store import JsonDoc
 from gpuaas.telemetry import TelemetryInputError, parse_configuration
@@ -91,9 +92,24 @@ def parse(doc: JsonDoc) -> KueueObject | None:
     if kind in (SECRET.kind, CONFIG_MAP.kind):
         return None  # checked and normalized by ``checked``
     try:
-        return parse_object(doc)
+        return shared_strings(parse_object(doc))
     except ManifestError as exc:
         raise Invalid(str(exc)) from exc
+
+
+def shared_strings(obj: KueueObject) -> KueueObject:
+    """``obj``, a Workload's repeated names (namespace, queue, kind, pod set and resource names)
+    made the one shared copy of each (``sys.intern``) instead of one per workload: the core keeps
+    every workload for its life, 100,000 of them and more. Equal strings, so nothing decides
+    differently."""
+    if isinstance(obj, Workload):
+        obj.namespace = sys.intern(obj.namespace)
+        obj.queue_name = sys.intern(obj.queue_name)
+        obj.kind = sys.intern(obj.kind)
+        for ps in obj.pod_sets:
+            ps.name = sys.intern(ps.name)
+            ps.requests = {sys.intern(r): q for r, q in ps.requests.items()}
+    return obj
 
 
 def check_configuration(doc: JsonDoc) -> None:
@@ -176,6 +192,16 @@ def checked(kind: Kind, namespace: str | None, name: str | None, doc: Any) -> Js
     except ValueError as exc:
         raise Invalid(str(exc)) from exc
     return cast(JsonDoc, doc)
+
+
+def finite_json(raw: bytes) -> tuple[JsonDoc, bool]:
+    """A stored document's JSON read back, with ``finite``'s repair when it holds NaN or an
+    infinity (which msgspec refuses and Python's ``json`` reads)."""
+    try:
+        return msgspec.json.decode(raw), False
+    except msgspec.DecodeError:
+        doc, changed = finite(json.loads(raw))
+        return cast(JsonDoc, doc), changed
 
 
 def finite(doc: Any) -> tuple[Any, bool]:

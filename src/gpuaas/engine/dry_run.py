@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.engine import documents, finalizers, generate_name
@@ -74,7 +73,7 @@ def preview(
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
         documents.parse(doc)
-        return engine._shown(kind, replace(old, doc=doc)) if old is not None else doc
+        return engine._shown(kind, old.replace(doc=doc)) if old is not None else doc
 
 
 def preview_delete(engine: Engine, kind: Kind, namespace: str | None, name: str) -> JsonDoc:

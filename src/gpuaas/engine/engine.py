@@ -25,7 +25,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import replace
 from typing import Any
 
 from gpuaas.core.config import SchedulerConfig
@@ -115,7 +114,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
         self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
         self._fingerprints: dict[str, bytes] = {}
-        self._last_event: dict[str, tuple[str, str, str]] = {}
+        self._fresh: dict[ObjectKey, tuple[int, JsonDoc]] = {}  # created since the last pass
+        self._last_event: dict[str, int] = {}
         self.restore_problems: list[str] = []
         self.observers: list[EngineObserver] = []
         # Set by a runtime bridge: what really runs for a job, shown in a RayCluster's status.
@@ -140,17 +140,19 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self.rv += 1
         return self.rv
 
-    def _put(self, batch: _Batch, rec: ObjectRecord, change_type: str) -> None:
+    def _put(
+        self, batch: _Batch, rec: ObjectRecord, change_type: str, doc: JsonDoc | None = None
+    ) -> None:
+        """Store ``rec``; ``doc`` (``rec.doc``, when the caller has it) must not change after."""
         self.objects[rec.key] = rec
-        if finalizers.terminating(rec.doc):
+        doc = rec.doc if doc is None else doc
+        if finalizers.terminating(doc):
             self.terminating.add(rec.key)
         else:
             self.terminating.discard(rec.key)
-        batch.writes += [
-            PutObject(rec),
-            AppendChange(Change(rec.rv, change_type, rec.key, rec.doc)),
-        ]
-        batch.changes.append(Change(rec.rv, change_type, rec.key, rec.doc))
+        change = Change(rec.rv, change_type, rec.key, doc)
+        batch.writes += [PutObject(rec, doc), AppendChange(change)]
+        batch.changes.append(change)
 
     def _remove(self, batch: _Batch, key: ObjectKey) -> None:
         rec = self.objects.pop(key, None)
@@ -229,6 +231,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         # Only workloads the core marked as possibly changed: comparing every workload after
         # each request would make a write cost O(workloads).
         dirty, self._cluster.dirty = self._cluster.dirty, set()
+        fresh, self._fresh = self._fresh, {}
         for key in sorted(dirty):
             st = self._cluster.workloads.get(key)
             if st is None:
@@ -244,7 +247,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 continue
             self._fingerprints[key] = fp
             rv = self._next_rv()
-            doc = documents.with_rv(rec.doc, rv)
+            known = fresh.get(okey)
+            doc = documents.with_rv(known[1] if known and known[0] == rec.rv else rec.doc, rv)
             doc["status"] = render.workload_status(st)
             spec = doc.get("spec")
             if (
@@ -259,11 +263,12 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             if st.admission is None:
                 internal.pop("admission", None)
                 internal.pop("admittedAt", None)
-            self._put(batch, replace(rec, rv=rv, doc=doc, internal=internal), "MODIFIED")
+            self._put(batch, rec.replace(rv=rv, doc=doc, internal=internal), "MODIFIED", doc)
 
     def _collect_events(self, events: list[Event], batch: _Batch) -> None:
         for ev in events:
-            sig = (ev.type, ev.reason, ev.message)
+            # A hash, not the strings (kept per object for its life; a clash drops one event).
+            sig = hash((ev.type, ev.reason, ev.message))
             if self._last_event.get(ev.object) == sig:
                 continue  # as Kubernetes aggregates a repeated event
             self._last_event[ev.object] = sig
@@ -356,12 +361,11 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             doc.pop("status", None)
             _stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
-            self._put(batch, rec, "ADDED")
+            self._put(batch, rec, "ADDED", doc)
             stopped = kind is NOTEBOOK and notebook_stopped(doc)
             if prebuilt is not None:  # the worker's copy runs this job's pods: it is its owner
                 wl_rv = self._next_rv()
-                adopted = replace(
-                    prebuilt,
+                adopted = prebuilt.replace(
                     rv=wl_rv,
                     doc=documents.with_rv(prebuilt.doc, wl_rv),
                     internal={**prebuilt.internal, "owner": kind.gk},
@@ -373,7 +377,9 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 self._arrivals.append((obj, now))
                 fut = self._commit(batch)
                 self._wake.set()
-                shown = self._shown(kind, rec)
+                # The document in hand: the reply and the first status write decode nothing.
+                shown = doc if kind is WORKLOAD else self._shown(kind, rec)
+                self._fresh[key] = (rv, doc)
             else:
                 if deferred and self._has_arrivals():  # quick() did not settle: earlier first
                     self._catch_up()
@@ -408,7 +414,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
             wl.uid = str(meta.get("uid") or "")
-            self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+            self._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
             return
         doc["metadata"].update(
             uid=str(uuid.uuid4()),
@@ -527,7 +533,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         rv = self._next_rv()
         doc["metadata"]["resourceVersion"] = str(rv)
         _stamp_uid(obj, kind, doc["metadata"])
-        self._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+        self._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
         self._apply_job_or_object(batch, kind, obj, doc, now, created=False)
         self._settle(now, batch)
         return self._commit(batch)

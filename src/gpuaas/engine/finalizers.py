@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import Future
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.cluster import Cluster
@@ -155,7 +154,7 @@ def release(engine: Engine, batch: _Batch, now: float) -> None:
         if finalizers_of(doc):
             rv = engine._next_rv()
             doc["metadata"]["resourceVersion"] = str(rv)
-            engine._put(batch, replace(rec, rv=rv, doc=doc), "MODIFIED")
+            engine._put(batch, rec.replace(rv=rv, doc=doc), "MODIFIED")
         else:
             engine._delete_one(batch, key, now)
 
@@ -168,7 +167,7 @@ def mark_deleted(
     rv = engine._next_rv()
     doc = marked_for_deletion(old.doc, render.rfc3339(now))
     doc["metadata"]["resourceVersion"] = str(rv)
-    engine._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+    engine._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
     if kind.kind == "ClusterQueue":
         engine._cluster.delete("ClusterQueue", None, old.key.name, now)
     engine._settle(now, batch)

@@ -28,6 +28,7 @@ from gpuaas.core.state import Event, Phase
 from gpuaas.engine import documents, queries, views
 from gpuaas.engine.errors import NotFound
 from gpuaas.engine.explain import explain_workload
+from gpuaas.engine.listed import ListedDocs
 from gpuaas.engine.multikueue import placements
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.views import ClusterView, WorkloadView
@@ -39,6 +40,10 @@ from gpuaas.vocab.multikueue import MANAGED_BY
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
+
+# Kinds whose documents are shown with live status (never stored) beside the Job, Notebook and
+# RayCluster handled apart: every other kind is shown exactly as stored.
+_SHOWN_LIVE = ("ClusterQueue", "LocalQueue")
 
 
 class ObjectIndex(dict[ObjectKey, ObjectRecord]):
@@ -153,8 +158,9 @@ class ReadModel:
 
     def list_objects(
         self, kind: Kind, namespaces: set[str] | None = None
-    ) -> tuple[list[JsonDoc], int]:
-        """Objects of ``kind`` (in ``namespaces`` if given), by namespace and name."""
+    ) -> tuple[ListedDocs, int]:
+        """Objects of ``kind`` (in ``namespaces`` if given), by namespace and name; each
+        decoded when it is read (``engine.listed``)."""
         with self._lock:
             recs = [
                 r
@@ -165,11 +171,13 @@ class ReadModel:
             if kind.kind == "Notebook":  # each queue ordered once, not once per Notebook
                 known = self._cluster.positions()
                 docs = [{**r.doc, "status": self._notebook_status(r, known)} for r in recs]
-                return docs, self.rv
+                return ListedDocs(docs), self.rv
             if kind.kind == "Job" and kind.group == "batch":
                 live = self.job_statuses() if self.job_statuses is not None else {}
-                return [self._job_shown(r, live) for r in recs], self.rv
-            return [self._shown(kind, r) for r in recs], self.rv
+                return ListedDocs([self._job_shown(r, live) for r in recs]), self.rv
+            if kind.kind in _SHOWN_LIVE:
+                return ListedDocs([self._shown(kind, r) for r in recs]), self.rv
+            return ListedDocs(recs), self.rv  # shown as stored: decoded when read
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
         """The stored doc; queues get their live counters as status (never stored), and a
@@ -183,7 +191,7 @@ class ReadModel:
             return {**rec.doc, "status": self._notebook_status(rec, None)}
         if kind.kind == "Job" and kind.group == "batch":
             return self._job_shown(rec)
-        if kind.kind not in ("ClusterQueue", "LocalQueue"):
+        if kind.kind not in _SHOWN_LIVE:
             return rec.doc
         doc = dict(rec.doc)
         if kind.kind == "ClusterQueue":

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
@@ -50,7 +49,8 @@ class Restore:
     _loads: int
     _event_id: int
     _fingerprints: dict[str, bytes]
-    _last_event: dict[str, tuple[str, str, str]]
+    _last_event: dict[str, int]
+    _fresh: dict[ObjectKey, tuple[int, JsonDoc]]
     objects: ObjectIndex
     terminating: set[ObjectKey]
     rv: int
@@ -76,14 +76,15 @@ class Restore:
         self._cluster = self._new_cluster()
         repaired = []
         for i, rec in enumerate(loaded.objects):
-            doc, changed = documents.finite(rec.doc)
+            doc, changed = documents.finite_json(rec.doc_json)
             if changed:  # stored by an older version: served (and next written) without NaN
-                loaded.objects[i] = replace(rec, doc=doc)
+                loaded.objects[i] = rec.replace(doc=doc)
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
         self.objects = ObjectIndex(loaded.objects)
         self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}
         self.rv, self._event_id = loaded.max_rv, loaded.max_event_id
         self._fingerprints, self._last_event, self.restore_problems = {}, {}, []
+        self._fresh = {}
         self.restore_problems += [f"{r}: NaN or infinite numbers read as null" for r in repaired]
         workloads: list[ObjectRecord] = []
         # 1. Every non-workload object, in creation order, as it was created.
@@ -97,16 +98,17 @@ class Restore:
         #    with their original creation time, so pending order is what it was.
         for rec in workloads:
             owner = self._owner_record(rec)
-            source = owner.doc if owner is not None else rec.doc
+            doc = rec.doc
+            source = owner.doc if owner is not None else doc
             try:
-                obj = parse_object(source)
+                obj = documents.shared_strings(parse_object(source))
             except ManifestError as exc:
                 self.restore_problems.append(f"not restored: {exc}")
                 continue
             if not isinstance(obj, Workload):
                 continue
-            obj.uid = str(rec.doc.get("metadata", {}).get("uid") or "")
-            if owner is not None and (rec.doc.get("spec") or {}).get("active") is False:
+            obj.uid = str(doc.get("metadata", {}).get("uid") or "")
+            if owner is not None and (doc.get("spec") or {}).get("active") is False:
                 obj.active = False  # deactivated by gpuaas (idle GPUs): the Job says nothing
             restored = persisted.admission_from_internal(rec.internal)
             phase = rec.internal.get("phase")
@@ -157,7 +159,7 @@ class Restore:
 
     def _restore_apply(self, rec: ObjectRecord, doc: JsonDoc) -> None:
         try:
-            obj = parse_object(doc)
+            obj = documents.shared_strings(parse_object(doc))
             self._cluster.apply(obj, rec.created)
             if isinstance(obj, AdmissionCheck):
                 self._mark_served(obj)

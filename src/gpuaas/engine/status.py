@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import Future
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.errors import ApplyError
@@ -147,7 +146,7 @@ def update_admission_check_status(engine: Engine, name: str, doc: JsonDoc) -> Js
         rv = engine._next_rv()
         new_doc["metadata"]["resourceVersion"] = str(rv)
         batch = engine._new_batch()
-        engine._put(batch, replace(old, rv=rv, doc=new_doc), "MODIFIED")
+        engine._put(batch, old.replace(rv=rv, doc=new_doc), "MODIFIED")
         engine._apply(obj, now)
         engine._settle(now, batch)
         fut = engine._commit(batch)

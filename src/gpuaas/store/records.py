@@ -7,8 +7,11 @@ nothing about Kueue's semantics: the engine decides what to write, the store onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import sys
+from dataclasses import dataclass
+from typing import Any, cast
+
+from gpuaas.store import compact
 
 JsonDoc = dict[str, Any]
 
@@ -22,16 +25,104 @@ class ObjectKey:
     name: str
 
 
-@dataclass(slots=True)
 class ObjectRecord:
-    """One object: its document as served, and engine-private state the API never shows."""
+    """One object: its document as served, and engine-private state the API never shows.
 
-    key: ObjectKey
-    rv: int  # resourceVersion of the last change
-    seq: int  # creation order (resourceVersion at creation); restart replays in this order
-    created: float  # creation time, seconds since the epoch
-    doc: JsonDoc
-    internal: JsonDoc = field(default_factory=dict)
+    Both are kept encoded (``store.compact``: JSON in the document's own key order, deflated
+    against a dictionary per kind) and decoded on every read of ``doc`` or ``internal``: decoded,
+    a Workload with its status and managedFields took about 9 KB of Python dicts, lists and
+    strings, encoded about 0.1 KB, and the engine holds every object for as long as it exists.
+    Each read returns a fresh copy, which the caller may change; a record never changes its
+    document (``replace`` makes a new record)."""
+
+    __slots__ = ("_doc", "_internal", "created", "key", "rv", "seq")
+
+    def __init__(
+        self,
+        key: ObjectKey,
+        rv: int,  # resourceVersion of the last change
+        seq: int,  # creation order (resourceVersion at creation); restart replays in this order
+        created: float,  # creation time, seconds since the epoch
+        doc: JsonDoc,
+        internal: JsonDoc | None = None,
+    ) -> None:
+        self.key, self.rv, self.seq, self.created = _interned(key), rv, seq, created
+        self._doc = compact.encode(key.gk, doc)
+        self._internal = compact.encode(_private(key), internal) if internal else _EMPTY
+
+    @classmethod
+    def encoded(
+        cls, key: ObjectKey, rv: int, seq: int, created: float, doc: bytes, internal: bytes
+    ) -> ObjectRecord:
+        """A record from the JSON text the store read back (not checked here: ``doc_json``
+        gives it back as it was)."""
+        rec = cls.__new__(cls)
+        rec.key, rec.rv, rec.seq, rec.created = _interned(key), rv, seq, created
+        rec._doc = compact.pack(key.gk, doc)
+        rec._internal = compact.pack(_private(key), internal) if internal != _EMPTY else _EMPTY
+        return rec
+
+    @property
+    def doc(self) -> JsonDoc:
+        """The document, decoded anew (a copy of its own)."""
+        return cast(JsonDoc, compact.decode(self.key.gk, self._doc))
+
+    @property
+    def doc_json(self) -> bytes:
+        """The document's JSON text, keys in the document's order."""
+        return compact.plain_json(self.key.gk, self._doc)
+
+    @property
+    def internal(self) -> JsonDoc:
+        """The engine-private state, decoded anew (a copy of its own)."""
+        if self._internal is _EMPTY:
+            return {}
+        return cast(JsonDoc, compact.decode(_private(self.key), self._internal))
+
+    @property
+    def internal_json(self) -> bytes:
+        return compact.plain_json(_private(self.key), self._internal)
+
+    def replace(
+        self, *, rv: int | None = None, doc: JsonDoc | None = None, internal: JsonDoc | None = None
+    ) -> ObjectRecord:
+        """A new record with these parts changed; the others are shared, not encoded again."""
+        rec = ObjectRecord.__new__(ObjectRecord)
+        rec.key, rec.seq, rec.created = self.key, self.seq, self.created
+        rec.rv = self.rv if rv is None else rv
+        rec._doc = self._doc if doc is None else compact.encode(self.key.gk, doc)
+        if internal is None:
+            rec._internal = self._internal
+        else:
+            rec._internal = compact.encode(_private(self.key), internal) if internal else _EMPTY
+        return rec
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ObjectRecord):
+            return NotImplemented
+        mine = (self.key, self.rv, self.seq, self.created, self.doc, self.internal)
+        return mine == (other.key, other.rv, other.seq, other.created, other.doc, other.internal)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"ObjectRecord(key={self.key!r}, rv={self.rv}, seq={self.seq}, "
+            f"created={self.created!r}, doc={self.doc!r}, internal={self.internal!r})"
+        )
+
+
+_EMPTY = b"{}"  # no private state (most kinds): one shared value
+
+
+def _interned(key: ObjectKey) -> ObjectKey:
+    """``key`` with its kind and namespace shared with every other record's (not a copy each)."""
+    return ObjectKey(sys.intern(key.gk), sys.intern(key.namespace), key.name)
+
+
+def _private(key: ObjectKey) -> str:
+    """The table (``store.compact``) of a kind's private state: not its documents' dictionary."""
+    return key.gk + "#internal"
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,6 +164,9 @@ class TokenRecord:
 @dataclass(slots=True, frozen=True)
 class PutObject:
     record: ObjectRecord
+    # ``record.doc`` as the engine built it, when it has it: the store encodes it once for the
+    # object and for a change that carries the same dict, instead of decoding the record's.
+    doc: JsonDoc | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -24,6 +24,7 @@ from gpuaas.store.records import (
     DeleteObject,
     DeleteToken,
     EventRecord,
+    JsonDoc,
     Loaded,
     ObjectKey,
     ObjectRecord,
@@ -75,23 +76,23 @@ def _dumps(doc: Any) -> str:
     return msgspec.json.encode(doc, order="sorted").decode()
 
 
-class _Encoded:
-    """``_dumps`` once per document within one commit: a write's object row and its change row
-    hold the same document (the same dict), so it is encoded once for both. Keyed by identity,
-    which is stable while the commit's writes keep every document alive."""
+def _sorted(encoded: bytes) -> str:
+    """A record's JSON (kept in its document's key order) as the store writes it: sorted."""
+    return _dumps(msgspec.json.decode(encoded))
 
-    __slots__ = ("_seen",)
 
-    def __init__(self) -> None:
-        self._seen: dict[int, tuple[Any, str]] = {}
+def _text_bytes(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode()
 
-    def __call__(self, doc: Any) -> str:
-        hit = self._seen.get(id(doc))
-        if hit is not None and hit[0] is doc:
-            return hit[1]
-        out = _dumps(doc)
-        self._seen[id(doc)] = (doc, out)
-        return out
+
+def _strict_json(raw: bytes) -> bytes:
+    """``raw`` if msgspec reads it, else re-encoded from ``json``'s reading (which accepts the
+    NaN an older version may have written: msgspec writes it as null)."""
+    try:
+        msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return msgspec.json.encode(json.loads(raw))
+    return raw
 
 
 class SqlStore:
@@ -143,13 +144,13 @@ class SqlStore:
             " ORDER BY seq, gk, namespace, name"
         )
         objects = [
-            ObjectRecord(
-                key=ObjectKey(r[0], r[1], r[2]),
-                rv=int(r[3]),
-                seq=int(r[4]),
-                created=float(r[5]),
-                doc=json.loads(r[6]),
-                internal=json.loads(r[7]),
+            ObjectRecord.encoded(
+                ObjectKey(r[0], r[1], r[2]),
+                int(r[3]),
+                int(r[4]),
+                float(r[5]),
+                _text_bytes(r[6]),  # kept encoded: the engine decodes (and checks) on read
+                _strict_json(_text_bytes(r[7])),
             )
             for r in rows
         ]
@@ -164,7 +165,14 @@ class SqlStore:
         changes: list[tuple[Any, ...]] = []
         events: list[tuple[Any, ...]] = []
         token_ops: list[PutToken | DeleteToken] = []
-        text = _Encoded()
+        texts: dict[int, tuple[JsonDoc, str]] = {}  # id(doc) -> (doc, its JSON): one encoding
+
+        def text(doc: JsonDoc) -> str:
+            found = texts.get(id(doc))
+            if found is None:
+                found = texts[id(doc)] = (doc, _dumps(doc))
+            return found[1]
+
         for w in writes:
             if isinstance(w, PutObject):
                 last[w.record.key] = w
@@ -198,8 +206,8 @@ class SqlStore:
                 w.record.rv,
                 w.record.seq,
                 w.record.created,
-                text(w.record.doc),
-                _dumps(w.record.internal),
+                text(w.doc) if w.doc is not None else _sorted(w.record.doc_json),
+                _sorted(w.record.internal_json),
             )
             for k, w in last.items()
             if isinstance(w, PutObject)

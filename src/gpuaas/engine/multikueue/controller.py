@@ -26,7 +26,7 @@ import binascii
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,6 +350,7 @@ class MultiKueueController:
                 hub.clusters_of[str(ac["metadata"]["name"])] = clusters
         if not hub.clusters_of:
             return hub
+        docs: Sequence[JsonDoc] | list[JsonDoc]
         if keys is None:
             docs, _ = engine.list_objects(WORKLOAD)
         else:

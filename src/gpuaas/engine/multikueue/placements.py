@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core import ocm
@@ -60,7 +61,7 @@ def ensure_default_sets(engine: Engine) -> None:
                               "kind": "ManagedClusterSet", **doc})  # fmt: skip
 
 
-def _parsed(docs: list[JsonDoc], parse: Any) -> list[Any]:
+def _parsed(docs: Iterable[JsonDoc], parse: Any) -> list[Any]:
     out = []
     for d in docs:
         try:

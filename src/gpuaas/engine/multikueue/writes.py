@@ -10,7 +10,7 @@ are called from the controller's own thread, never from an engine hook, and neve
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.errors import ApplyError
@@ -108,7 +108,7 @@ def write_status(
         doc["status"] = copy.deepcopy(status)
         doc["metadata"]["resourceVersion"] = str(rv)
         batch = engine._new_batch()
-        engine._put(batch, replace(old, rv=rv, doc=doc), "MODIFIED")
+        engine._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
         fut = engine._commit(batch)
     engine._wait(fut)
     return True
