@@ -537,7 +537,9 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
     """A RayJob (K8sJobMode) is its cluster's pods plus a submitter pod: the submitter waits for
     the head's dashboard and ``ray job submit``s the entrypoint, whose GPU task runs on the node
     Ray gave the head's pod and its GPUs; once it succeeded the cluster shuts down and the
-    workload finishes, Succeeded, with nothing left running."""
+    workload finishes, Succeeded, with nothing left running. The RayJob's status says what
+    KubeRay's would: the Ray job's id and status as its cluster reports them (relayed from the
+    submitter's node through the outer Ray), then Complete."""
     import sys
 
     script = tmp_path / "job.py"
@@ -560,13 +562,29 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
                 _create(c, doc)
             r = c.post(f"{RAY}/namespaces/{NS}/rayjobs", json=job)
             assert r.status_code == 201, r.text
-            finished = _until(
-                lambda: _condition(_workload(c, "rj"), "Finished"), "the RayJob to finish", 240
-            )
+            seen: list[tuple[str, str, str]] = []  # (deployment status, job status, job id)
+
+            def finished_seeing_status() -> tuple[str, str] | None:
+                status = c.get(f"{RAY}/namespaces/{NS}/rayjobs/rj").json().get("status") or {}
+                step = (status.get("jobDeploymentStatus", ""), status.get("jobStatus", ""),
+                        status.get("jobId", ""))  # fmt: skip
+                if not seen or seen[-1] != step:
+                    seen.append(step)
+                return _condition(_workload(c, "rj"), "Finished")
+
+            finished = _until(finished_seeing_status, "the RayJob to finish", 240)
             log = _log(c, "rj")
             assert finished == ("True", "Succeeded"), log[-3000:]
             assert "job ran on l4-4" in log, log[-3000:]
             assert not _workload_processes(cluster, "rj")
+            # Initializing while its cluster starts, Running with the Ray job's own id and
+            # status once submitted, Complete at the end
+            assert "Initializing" in [s[0] for s in seen], seen
+            running = [s for s in seen if s[0] == "Running"]
+            assert running and all(s[2].startswith("raysubmit_") for s in running), seen
+            assert {s[1] for s in running} <= {"PENDING", "RUNNING", "SUCCEEDED"}, seen
+            status = c.get(f"{RAY}/namespaces/{NS}/rayjobs/rj").json()["status"]
+            assert (status["jobDeploymentStatus"], status["jobStatus"]) == ("Complete", "SUCCEEDED")
     finally:
         server.stop()
     assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]

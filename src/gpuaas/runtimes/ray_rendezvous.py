@@ -14,7 +14,8 @@ on the local runtime (no Ray client in the pod, whose ``ray start`` is another c
 pods' records (the head's, the end of a RayJob) back into the directory. Each sync sends the
 pod's whole set, so an actor that restarted empty (``max_restarts=-1``, its node died) is filled
 again within one sync. A pod's records leave the actor when its launcher releases it; a RayJob's
-end stays until the workload is forgotten, since the submitter is gone before the head reads it.
+end and its job's last status stay until the workload is forgotten, since the submitter is gone
+before the head reads the end.
 It decides nothing and starts no process.
 """
 
@@ -30,7 +31,8 @@ from typing import Any
 RENDEZVOUS_NAME = "gpuaas-rendezvous"
 STATE_DIR_ENV = "GPUAAS_RAY_STATE_DIR"  # the pod's own record directory on its node
 NODE_IP_ENV = "GPUAAS_NODE_IP"  # the IP the outer Ray reports for the pod's node
-STICKY = "finished"  # a RayJob's end: kept after its writer (the submitter) is released
+# a RayJob's end and its job's last status: kept after their writer (the submitter) is released
+STICKY = ("finished", "submitter")
 SYNC_EVERY = 0.2
 READ_TIMEOUT = 5.0
 Records = dict[str, dict[str, Any]]
@@ -46,8 +48,9 @@ class Rendezvous:
     def put(self, key: str, writer: str, records: Records) -> Records:
         """Replace ``writer``'s records of ``key``; answer every record of ``key``."""
         self._records.setdefault(key, {})[writer] = dict(records)
-        if STICKY in records:
-            self._sticky.setdefault(key, {})[STICKY] = records[STICKY]
+        for stem in STICKY:
+            if stem in records:
+                self._sticky.setdefault(key, {})[stem] = records[stem]
         return self.read(key)
 
     def read(self, key: str) -> Records:
@@ -57,7 +60,7 @@ class Rendezvous:
         return out
 
     def drop(self, key: str, writer: str) -> None:
-        """The writer's pod is gone: its records go (a RayJob's end stays)."""
+        """The writer's pod is gone: its records go (a RayJob's end and job status stay)."""
         writers = self._records.get(key, {})
         writers.pop(writer, None)
         if not writers:
@@ -118,7 +121,7 @@ def write_record(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-class _PodDir:
+class PodDir:
     """One Ray pod's directory on this node and the records the relay wrote into it."""
 
     def __init__(self, key: str, path: Path) -> None:
@@ -147,7 +150,7 @@ class Relay:
 
     def __init__(self, ray: Any, namespace: str) -> None:
         self._ray, self._namespace = ray, namespace
-        self._pods: dict[str, _PodDir] = {}  # by attempt
+        self._pods: dict[str, PodDir] = {}  # by attempt
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -155,7 +158,7 @@ class Relay:
 
     def add(self, attempt: str, key: str, path: Path) -> None:
         with self._lock:
-            self._pods[attempt] = _PodDir(key, path)
+            self._pods[attempt] = PodDir(key, path)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, daemon=True)
                 self._thread.start()
@@ -185,7 +188,7 @@ class Relay:
                 except Exception:  # the actor restarting, or gone: look for it anew next time
                     self._actor = None
 
-    def _sync(self, attempt: str, pod: _PodDir) -> None:
+    def _sync(self, attempt: str, pod: PodDir) -> None:
         own = pod.own()
         everyone = self._ray.get(self._rendezvous().put.remote(pod.key, attempt, own), timeout=10)
         with self._lock:
@@ -202,6 +205,7 @@ __all__ = [
     "NODE_IP_ENV",
     "RENDEZVOUS_NAME",
     "STATE_DIR_ENV",
+    "PodDir",
     "Records",
     "Relay",
     "Rendezvous",
