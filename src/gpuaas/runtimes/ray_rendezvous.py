@@ -88,13 +88,13 @@ def ensure(ray: Any, namespace: str) -> Any:
     )
 
 
-def read(ray: Any, actor: Any, key: str) -> Records:
-    """The server's read of ``key``'s records; empty while the actor cannot answer (it comes
-    back filled at the launchers' next sync). Raises nothing."""
+def read(ray: Any, actor: Any, key: str) -> Records | None:
+    """The server's read of ``key``'s records; None when the actor cannot answer (restarting,
+    or gone: it comes back filled at the launchers' next sync). Raises nothing."""
     try:
         found: Records = ray.get(actor.read.remote(key), timeout=READ_TIMEOUT)
     except Exception:
-        return {}
+        return None
     return found
 
 

@@ -270,10 +270,10 @@ class RayRuntime:
     def ray_records(self, key: str) -> dict[str, dict[str, Any]]:
         """The records of ``key``'s RayCluster pods, from the rendezvous (``ray_rendezvous``)."""
         found = ray_rendezvous.read(self._ray, self._rendezvous, key)
-        if not found:  # none yet, or the actor is gone: find (or start) it again
+        if found is None:  # the actor did not answer: find (or start) it again for next time
             with contextlib.suppress(Exception):
                 self._rendezvous = ray_rendezvous.ensure(self._ray, NAMESPACE)
-        return found
+        return found or {}
 
     def workload_dir(self, key: str) -> Path:
         return self._dir.workload_dir(key)
