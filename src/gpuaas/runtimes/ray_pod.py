@@ -19,9 +19,9 @@ is the command ``ray_plan`` gives a RayCluster's (or a RayJob's cluster's) pod, 
   the outer Ray cluster (``ray_rendezvous``), so nodes on other machines meet;
 - a RayJob: the submitter waits for its head and dashboard, submits the entrypoint and follows
   it, writing the Ray job's id and status as the cluster's Jobs API says (``D/submitter.json``,
-  read each second); its exit code is the pod's; when the job succeeded it writes ``D/finished.json`` and the
-  cluster's nodes stop and exit 0, so the workload succeeds (Kueue requires
-  ``shutdownAfterJobFinishes``: the cluster goes with the job);
+  read each second); its exit code is the pod's; when the job succeeded it writes
+  ``D/finished.json`` and the cluster's nodes stop and exit 0, so the workload succeeds (Kueue
+  requires ``shutdownAfterJobFinishes``: the cluster goes with the job);
 - stopping: Ray's core workers put themselves in process groups of their own, so SIGTERM to the
   pod's group does not reach them and, once the raylet is gone, they linger, holding GPU memory.
   On SIGTERM (or when ``ray start`` ends) this launcher waits for ``ray start`` (up to
