@@ -478,7 +478,7 @@ def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
             status = _until(
                 lambda: (s := _ray_status(c, "rc")).get("state") == "ready" and s,
                 "the RayCluster's own Ray to be ready",
-                180,
+                360,  # two `ray start`s one after the other: minutes on a busy 2-core machine
             )
             # its pods run on the nodes their flavors name, with GPUAAS_NODE and the GPUs
             raylets = [p for p in _workload_processes(cluster, "rc") if p.name() == "raylet"]
