@@ -19,6 +19,7 @@ import pytest
 
 from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
+from gpuaas.engine.errors import Invalid
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.inventory import detect_node, parse_fake_gpus
 from gpuaas.runtimes import LocalRuntime
@@ -368,3 +369,49 @@ def test_flavor_for_another_node_keeps_pods_pending(tmp_path: Path) -> None:
         bridge.shutdown(grace_seconds=0)
         engine.close()
         store.close()
+
+
+def rayjob(name: str, script: str, deadline: int | None = None) -> dict[str, Any]:
+    """A RayJob whose head and submitter have commands (kept as they are, no Ray started)."""
+
+    def template(pod: str) -> dict[str, Any]:
+        container = {"name": pod, "image": "rayproject/ray", "command": ["sh", "-c", script],
+                     "resources": {"requests": {"cpu": "1"}}}  # fmt: skip
+        return {"spec": {"terminationGracePeriodSeconds": 1, "containers": [container]}}
+
+    spec: dict[str, Any] = {
+        "entrypoint": "python job.py",
+        "shutdownAfterJobFinishes": True,
+        "submitterPodTemplate": template("submitter"),
+        "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": template("head")}},
+    }
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
+    meta = {"name": name, "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": spec}
+
+
+RAYJOB = BY_KIND["RayJob"]
+
+
+def test_a_rayjob_past_its_active_deadline_fails_and_its_pods_stop(node: Node) -> None:
+    """KubeRay's spec.activeDeadlineSeconds: once the RayJob has run that long since it was
+    admitted, it fails (DeadlineExceeded), its pods are stopped and its quota released; a
+    RayJob with no deadline runs on."""
+    node.engine.create(RAYJOB, "ns", rayjob("late", "echo up; sleep 60", deadline=2))
+    node.engine.create(RAYJOB, "ns", rayjob("free", "echo up; sleep 60"))
+    assert node.engine.get(RAYJOB, "ns", "late")["status"]["jobDeploymentStatus"] == "Initializing"
+    pids = [p.pid for p in node.until(lambda: node.pods("ns/late"))]
+    node.until(lambda: node.phase("ns/late") == Phase.FINISHED, timeout=30)
+    assert "DeadlineExceeded" in node.reasons("ns/late")
+    status = node.engine.get(RAYJOB, "ns", "late")["status"]
+    assert (status["jobDeploymentStatus"], status["reason"]) == ("Failed", "DeadlineExceeded")
+    node.until(lambda: not node.pods("ns/late") and not any(map(psutil.pid_exists, pids)))
+    assert node.phase("ns/free") == Phase.ADMITTED and node.pods("ns/free")
+
+
+def test_a_rayjob_deadline_must_be_a_positive_whole_number(node: Node) -> None:
+    with pytest.raises(
+        Invalid, match=r"RayJob ns/bad: spec\.activeDeadlineSeconds: must be greater"
+    ):
+        node.engine.create(RAYJOB, "ns", rayjob("bad", "sleep 1", deadline=0))

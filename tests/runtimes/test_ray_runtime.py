@@ -27,8 +27,10 @@ import psutil
 import pytest
 import yaml
 from ray_manifests import JOB_SCRIPT, TASKS_ON_EVERY_NODE, raycluster
+from typer.testing import CliRunner
 
 from gpuaas.api.testing import ServerProcess
+from gpuaas.cli.main import build_app
 from gpuaas.cli.node import table
 from gpuaas.runtimes.base import EventKind, PodSpec
 from gpuaas.testing.ray_cluster import MARKER_ENV, LocalRayCluster, RayNodeSpec
@@ -40,6 +42,7 @@ KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 GPUAAS = "/apis/gpuaas.dev/v1alpha1"
 TYPE = "node.kubernetes.io/instance-type"
 NS = "private-ai"
+L4_1_IP, L4_4_IP = "127.0.0.2", "127.0.0.3"  # the GPU nodes' IPs: "other machines"
 POD_SCRIPT = (
     'echo "node=$GPUAAS_NODE cuda=$CUDA_VISIBLE_DEVICES pod=$GPUAAS_POD '
     'restart=$GPUAAS_RESTART_COUNT"; trap "echo term; exit 0" TERM; sleep 300 & wait'
@@ -57,14 +60,16 @@ def _ray_installed() -> bool:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluster | None]:
-    """Seed 001's two node types and a head, started once for this module."""
+    """Seed 001's two node types and a head, started once for this module. The two GPU nodes
+    listen on loopback aliases of their own (127.0.0.2, 127.0.0.3), as other machines would
+    have IPs of their own: a RayCluster's pods must find each other at those IPs."""
     if not _ray_installed():
         yield None  # _needs_ray skips (or fails) each test
         return
     nodes = [
         RayNodeSpec("head", {}, num_gpus=0, num_cpus=1),
-        RayNodeSpec("l4-1", {TYPE: "g6.4xlarge"}, num_gpus=1, num_cpus=2),
-        RayNodeSpec("l4-4", {TYPE: "g6.12xlarge"}, num_gpus=4, num_cpus=2),
+        RayNodeSpec("l4-1", {TYPE: "g6.4xlarge"}, num_gpus=1, num_cpus=2, node_ip=L4_1_IP),
+        RayNodeSpec("l4-4", {TYPE: "g6.12xlarge"}, num_gpus=4, num_cpus=2, node_ip=L4_4_IP),
     ]
     ray_cluster = LocalRayCluster(tmp_path_factory.mktemp("ray"), nodes)
     try:
@@ -456,7 +461,9 @@ def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
 ) -> None:
     """As KubeRay makes one from pods: the RayCluster's head and worker are pods Ray placed on
     two nodes (by their flavors), each running ``ray start`` with its own ports and temp dir;
-    the worker's Ray node has the 4 GPUs Ray assigned its pod; a driver runs tasks on both;
+    the head listens on its node's IP and the worker joins it there, both found through the
+    outer Ray (no file of theirs under the server's data dir: other machines share none); the
+    worker's Ray node has the 4 GPUs Ray assigned its pod; a driver runs tasks on both;
     preemption stops all of it, and the preemptor runs on the freed GPUs."""
     import subprocess
     import sys
@@ -471,19 +478,28 @@ def test_a_raycluster_is_a_ray_cluster_of_its_own_placed_on_the_nodes(
             status = _until(
                 lambda: (s := _ray_status(c, "rc")).get("state") == "ready" and s,
                 "the RayCluster's own Ray to be ready",
-                180,
+                360,  # two `ray start`s one after the other: minutes on a busy 2-core machine
             )
             # its pods run on the nodes their flavors name, with GPUAAS_NODE and the GPUs
-            pods = {
-                _environ(p)["GPUAAS_POD"]: _environ(p)
-                for p in _workload_processes(cluster, "rc")
-                if p.name() == "raylet"
-            }
+            raylets = [p for p in _workload_processes(cluster, "rc") if p.name() == "raylet"]
+            pods = {_environ(p)["GPUAAS_POD"]: _environ(p) for p in raylets}
             assert sorted((e["GPUAAS_NODE"], e["CUDA_VISIBLE_DEVICES"]) for e in pods.values()) == [
                 ("l4-1", ""),
                 ("l4-4", "0,1,2,3"),
             ]
-            gcs = f"127.0.0.1:{status['endpoints']['gcs-server']}"
+            # the head (CPU: l4-1) listens on its node's IP; the worker (l4-4) joined it there
+            assert status["head"]["podIP"] == L4_1_IP, status
+            gcs = f"{L4_1_IP}:{status['endpoints']['gcs-server']}"
+            args = {_environ(p)["GPUAAS_NODE"]: " ".join(p.cmdline()) for p in raylets}
+            assert f"--node_ip_address={L4_1_IP}" in args["l4-1"], args["l4-1"]
+            assert f"--node_ip_address={L4_4_IP}" in args["l4-4"], args["l4-4"]
+            assert gcs in args["l4-4"], args["l4-4"]
+            env = {"GPUAAS_SERVER": server.url, "GPUAAS_TOKEN": server.admin_token,
+                   "GPUAAS_CONFIG": "/nonexistent/gpuaas.json"}  # fmt: skip
+            listing = CliRunner().invoke(build_app(), ["get", "raycluster", "-n", NS], env=env)
+            dashboard = f"http://{L4_1_IP}:{status['endpoints']['dashboard']}"
+            assert dashboard in listing.output, listing.output
+            assert not list(tmp_path.rglob("head.json"))  # met through Ray, not a shared dir
             ran = subprocess.run(
                 [sys.executable, "-c", TASKS_ON_EVERY_NODE, gcs],
                 capture_output=True,
@@ -521,7 +537,9 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
     """A RayJob (K8sJobMode) is its cluster's pods plus a submitter pod: the submitter waits for
     the head's dashboard and ``ray job submit``s the entrypoint, whose GPU task runs on the node
     Ray gave the head's pod and its GPUs; once it succeeded the cluster shuts down and the
-    workload finishes, Succeeded, with nothing left running."""
+    workload finishes, Succeeded, with nothing left running. The RayJob's status says what
+    KubeRay's would: the Ray job's id and status as its cluster reports them (relayed from the
+    submitter's node through the outer Ray), then Complete."""
     import sys
 
     script = tmp_path / "job.py"
@@ -544,13 +562,29 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
                 _create(c, doc)
             r = c.post(f"{RAY}/namespaces/{NS}/rayjobs", json=job)
             assert r.status_code == 201, r.text
-            finished = _until(
-                lambda: _condition(_workload(c, "rj"), "Finished"), "the RayJob to finish", 240
-            )
+            seen: list[tuple[str, str, str]] = []  # (deployment status, job status, job id)
+
+            def finished_seeing_status() -> tuple[str, str] | None:
+                status = c.get(f"{RAY}/namespaces/{NS}/rayjobs/rj").json().get("status") or {}
+                step = (status.get("jobDeploymentStatus", ""), status.get("jobStatus", ""),
+                        status.get("jobId", ""))  # fmt: skip
+                if not seen or seen[-1] != step:
+                    seen.append(step)
+                return _condition(_workload(c, "rj"), "Finished")
+
+            finished = _until(finished_seeing_status, "the RayJob to finish", 240)
             log = _log(c, "rj")
             assert finished == ("True", "Succeeded"), log[-3000:]
             assert "job ran on l4-4" in log, log[-3000:]
             assert not _workload_processes(cluster, "rj")
+            # Initializing while its cluster starts, Running with the Ray job's own id and
+            # status once submitted, Complete at the end
+            assert "Initializing" in [s[0] for s in seen], seen
+            running = [s for s in seen if s[0] == "Running"]
+            assert running and all(s[2].startswith("raysubmit_") for s in running), seen
+            assert {s[1] for s in running} <= {"PENDING", "RUNNING", "SUCCEEDED"}, seen
+            status = c.get(f"{RAY}/namespaces/{NS}/rayjobs/rj").json()["status"]
+            assert (status["jobDeploymentStatus"], status["jobStatus"]) == ("Complete", "SUCCEEDED")
     finally:
         server.stop()
     assert not [p for p in cluster.processes() if "GPUAAS_POD" in _environ(p)]

@@ -379,6 +379,8 @@ def parse_ray_job(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Worklo
             "spec.shutdownAfterJobFinishes",
             "a kueue managed job should delete the cluster after finishing",
         )
+    # KubeRay: "value must be positive integer" (the RayJob fails, DeadlineExceeded, past it)
+    opt_int(ctx, spec, "activeDeadlineSeconds", "spec.activeDeadlineSeconds", minimum=1)
     mode = opt_str(ctx, spec, "submissionMode", "spec.submissionMode", "K8sJobMode")
     if mode not in _SUBMISSION_MODES:
         choices = ", ".join(f'"{m}"' for m in _SUBMISSION_MODES)

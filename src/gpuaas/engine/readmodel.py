@@ -181,12 +181,19 @@ class ReadModel:
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
         """The stored doc; queues get their live counters as status (never stored), and a
-        RayCluster gets KubeRay's status from its workload and what runs for it."""
+        RayCluster or RayJob gets KubeRay's status from its workload and what runs for it."""
         if kind.kind == "RayCluster":
             key = f"{rec.key.namespace}/{rec.key.name}"
             live = self.job_status(key) if self.job_status is not None else None
             st = self._cluster.workloads.get(key)
             return {**rec.doc, "status": ray_status.ray_cluster_status(st, live)}
+        if kind.kind == "RayJob":
+            key = f"{rec.key.namespace}/{rec.key.name}"
+            live = self.job_status(key) if self.job_status is not None else None
+            st = self._cluster.workloads.get(key)
+            spec = rec.doc.get("spec")
+            spec = spec if isinstance(spec, dict) else {}
+            return {**rec.doc, "status": ray_status.ray_job_status(st, live, spec)}
         if kind.kind == "Notebook":
             return {**rec.doc, "status": self._notebook_status(rec, None)}
         if kind.kind == "Job" and kind.group == "batch":

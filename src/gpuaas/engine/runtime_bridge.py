@@ -49,9 +49,9 @@ from gpuaas.runtimes import (
     workbench,
 )
 from gpuaas.runtimes.podspecs import RunPlan
-from gpuaas.runtimes.ray_pod import read_states
 from gpuaas.vocab.kinds import NOTEBOOK, WORKLOAD
 from gpuaas.vocab.multikueue import runs_pods_here
+from gpuaas.vocab.ray_status import active_deadline
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
+DEADLINE_EXCEEDED = "DeadlineExceeded"  # KubeRay's reason for a RayJob past its deadline
 _READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
     EventKind.STARTED: ("Normal", "Started"),
@@ -81,6 +82,7 @@ class RuntimeBridge:
         self._engine: Engine | None = None
         self._to_start: set[str] = set()  # admitted, pods not started yet (retried each poll)
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
+        self._deadlines: dict[str, int | None] = {}  # running RayJob -> activeDeadlineSeconds
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
         self._adopted: list[str] = []
         self._ready: dict[str, bool] = {}  # key -> last "every pod runs" told to the engine
@@ -113,6 +115,7 @@ class RuntimeBridge:
                 self._reconcile(engine, now)
             for ev in self.runtime.poll():
                 self._on_runtime_event(engine, ev, now)
+            self._enforce_deadlines(engine, now)
             self._stop_unwanted(engine)
             self._start_pending(engine, now)
             self._report_pods_ready(engine, now)
@@ -203,7 +206,7 @@ class RuntimeBridge:
         return {
             "pods": {p.name: p.phase for p in run.pods} if run else {},
             "restarts": {p.name: p.restarts for p in run.pods} if run else {},
-            "ray": read_states(self._ray_dir(key)) if run else {},
+            "ray": self.runtime.ray_records(key) if run else {},
         }
 
     def pod_phases(self) -> dict[str, dict[str, Any]]:
@@ -295,6 +298,28 @@ class RuntimeBridge:
                 engine.set_pods_ready(key, ready, now)
         for key in [k for k in self._ready if k not in runs]:
             del self._ready[key]
+
+    def _enforce_deadlines(self, engine: Engine, now: float) -> None:
+        """KubeRay's ``activeDeadlineSeconds``: a RayJob whose pods run longer than that since
+        it was admitted fails (reason ``DeadlineExceeded``); its pods then stop, as any finished
+        workload's (``_stop_unwanted``) and its quota is released."""
+        running = self.runtime.running()
+        self._deadlines = {k: v for k, v in self._deadlines.items() if k in running}
+        if not running:
+            return
+        for st in engine.workloads(keys=running.keys(), phases=(Phase.ADMITTED,)):
+            if st.key not in self._deadlines:
+                manifest = engine.source_manifest(st.key) or {}
+                spec = manifest.get("spec") if manifest.get("kind") == "RayJob" else None
+                self._deadlines[st.key] = active_deadline(spec if isinstance(spec, dict) else {})
+            deadline = self._deadlines[st.key]
+            if deadline is None or st.admitted_at is None or now - st.admitted_at < deadline:
+                continue
+            message = f"the RayJob ran longer than its activeDeadlineSeconds ({deadline}s)"
+            log.warning("Workload %s: %s", st.key, message)
+            what = f"Workload {st.key}"
+            engine.record_event(Event(now, "Warning", DEADLINE_EXCEEDED, what, message, st.key))
+            engine.finish_now(st.key, now, succeeded=False)
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)

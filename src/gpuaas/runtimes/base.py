@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from gpuaas.core.objects import Toleration
 from gpuaas.inventory.node import NodeInventory
@@ -186,6 +186,11 @@ class Runtime(Protocol):
 
     def workload_dir(self, key: str) -> Path:
         """The workload's directory; its pods may share files under it (a Ray head's address)."""
+        ...
+
+    def ray_records(self, key: str) -> dict[str, dict[str, Any]]:
+        """The records ``ray_pod`` keeps for ``key``'s RayCluster pods (the head's address and
+        ports, each node's readiness, a RayJob's end) by name, wherever those pods run."""
         ...
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpuaas.inventory.gpus import GpuDevice
 from gpuaas.runtimes import container, procs
@@ -47,6 +48,7 @@ from gpuaas.runtimes.gpus import GpuAllocator
 from gpuaas.runtimes.limits import Limits, create_pod_cgroup, detect_limits, remove_pod_cgroup
 from gpuaas.runtimes.logs import follow_logs, read_logs
 from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
+from gpuaas.runtimes.ray_rendezvous import read_dir
 
 _SCRUBBED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 KILLED_EXIT_CODE = 137  # a pod whose wrapper was killed while the server was down
@@ -230,6 +232,10 @@ class LocalRuntime:
     def workload_dir(self, key: str) -> Path:
         """The workload's directory here; its pods may share files under it (Ray's address)."""
         return self._dir.workload_dir(key)
+
+    def ray_records(self, key: str) -> dict[str, dict[str, Any]]:
+        """Every pod here shares the workload's directory: the records are its files."""
+        return read_dir(self._dir.workload_dir(key) / "ray")
 
     def forget(self, key: str) -> None:
         """Delete a finished workload's records and logs (the engine deleted the workload)."""

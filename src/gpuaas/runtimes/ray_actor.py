@@ -18,6 +18,8 @@ split in two, each done by what Ray offers for it:
   pod's group and SIGKILL after the grace period; a pod is gone only when no process of its group
   (nor any carrying its ``GPUAAS_POD_UID``) is left. ``watch`` returns when anything on the node
   changed (a version number), so the runtime keeps one outstanding call per node, not per pod.
+  A RayCluster's pods also get a record directory that the launcher relays to the cluster's
+  other pods through the outer Ray (``ray_rendezvous``), and the node's IP to listen on.
   The pods' leaders are the launcher's children and kill their pod when it dies (its node or
   raylet died), so no pod outlives the Ray worker that answers for it.
 
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.runtimes import procs
+from gpuaas.runtimes.ray_rendezvous import NODE_IP_ENV, STATE_DIR_ENV, Relay
 
 NODE_NAME_LABEL = "kubernetes.io/hostname"
 LAUNCHER_PREFIX = "gpuaas-node-"
@@ -172,6 +175,8 @@ class NodeLauncher:
         labels = {str(k): str(v) for k, v in ctx.get_node_labels().items()}
         self.node_id = ctx.get_node_id()
         self.node = node_name(labels, self.node_id)
+        self.ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        self.relay = Relay(ray, ctx.namespace)
         self.pods: dict[str, RunningPod] = {}
         self.doomed: set[str] = set()  # stopped before they started: never start them
         self.version = 0
@@ -184,12 +189,21 @@ class NodeLauncher:
         env: dict[str, str],
         working_dir: str | None,
         gpus: list[str],
+        rendezvous: str | None = None,
     ) -> dict[str, Any]:
+        """Start the pod; ``rendezvous`` (its workload's key) for a RayCluster's pod: it gets a
+        record directory of its own, relayed to its cluster's other pods (``ray_rendezvous``),
+        and this node's IP to listen on."""
         with self._changed:
             if attempt in self.doomed:
                 return {"phase": "Failed", "pid": None, "node": self.node, "gpus": gpus,
                         "code": 128 + signal.SIGKILL, "log": b""}  # fmt: skip
             if attempt not in self.pods:
+                if rendezvous is not None:
+                    records = Path(tempfile.gettempdir()) / "gpuaas-ray-pods" / f"{attempt}.ray"
+                    records.mkdir(parents=True, exist_ok=True)
+                    env = {**env, STATE_DIR_ENV: str(records), NODE_IP_ENV: self.ip}
+                    self.relay.add(attempt, rendezvous, records)
                 self.pods[attempt] = RunningPod(
                     attempt, argv, env, working_dir, gpus, self.node, self._changed, self._bump
                 )
@@ -225,6 +239,8 @@ class NodeLauncher:
                 del self.pods[attempt]
                 with contextlib.suppress(OSError):
                     pod.log_path.unlink()
+        if pod is not None and pod.gone:
+            self.relay.remove(attempt)
 
     def attempts(self) -> list[str]:
         with self._changed:

@@ -172,6 +172,13 @@ class RayDriver:
     def workload_dir(self, key: str) -> Path:
         return self._dir.workload_dir(key)
 
+    def ray_records(self, key: str) -> dict[str, dict[str, Any]]:
+        """From the rendezvous on the cluster; none while degraded (the head is lost)."""
+        with contextlib.suppress(RuntimeUnavailable):
+            found: dict[str, dict[str, Any]] = self._call("ray_records", key)
+            return found
+        return {}
+
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         """Empty: GPU indices are per Ray node here; ``nodes()`` says who holds which GPU."""
         return {}
@@ -388,6 +395,7 @@ def _serve(
         "logs_list": lambda key, pod: list(runtime.logs(key, pod, follow=False)),
         "shutdown": runtime.shutdown,
         "forget": runtime.forget,
+        "ray_records": runtime.ray_records,
         "describe": runtime.describe,
         "nodes": getattr(runtime, "nodes", list),
     }

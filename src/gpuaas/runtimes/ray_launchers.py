@@ -141,7 +141,12 @@ class Release:
 
 
 def free_per_node(ray: Any) -> dict[str, dict[str, float]] | None:
-    """Ray's view of each node's free resources (one GCS call); None if Ray cannot say."""
+    """Ray's view of each node's free resources (one GCS call); None if Ray cannot say.
+
+    A private module, kept on purpose: no public Ray API (checked with Ray 2.60) gives free
+    resources per node. ``ray.available_resources()`` is the whole cluster's sum, which cannot
+    tell that the removed group's node has its room back; ``ray.nodes()`` and
+    ``ray.util.state.list_nodes()`` give only each node's totals (``resources_total``)."""
     try:
         from ray._private import state
 

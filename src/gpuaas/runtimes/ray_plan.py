@@ -1,8 +1,9 @@
 """The command KubeRay would give a Ray pod, for a RayCluster pod template that has none.
 
 Real RayCluster manifests name an image (``rayproject/ray``) and no command: KubeRay injects
-``ray start``. On the host there is no image, so this module writes that command for the local
-runtime: the head runs ``ray start --head --block`` with a dashboard on 127.0.0.1, workers run
+``ray start``. On the host there is no image, so this module writes that command: the head runs
+``ray start --head --block`` with a dashboard on its node's IP (127.0.0.1 here; the launcher
+puts the node's IP when it starts, ``ray_pod``), workers run
 ``ray start --block --address=<head>``, each with exactly the CPUs, GPUs and memory Kueue admitted
 for its pod. The pod's GPUs are pinned by ``CUDA_VISIBLE_DEVICES``, which Ray honours, so
 ``--num-gpus`` is the pod's GPU count. Ports are not chosen here (that would be I/O in a pure
@@ -38,7 +39,8 @@ _SUBMIT_FLAGS = (
     ("entrypointResources", "--entrypoint-resources"),
     ("metadata", "--metadata-json"),
 )
-NODE_IP = "127.0.0.1"
+NODE_IP = "127.0.0.1"  # the launcher sets the node's own IP when the pod starts (ray_pod)
+LAUNCHER = "gpuaas.runtimes.ray_pod"  # a pod whose argv runs it needs a rendezvous (Ray runtime)
 # Ray refuses socket paths longer than this (AF_UNIX); its own part of the path is about this long:
 _SOCKET_PATH_MAX = 107
 _RAY_SOCKET_SUFFIX = len("/session_2024-01-01_00-00-00_000000_1234567/sockets/plasma_store")
@@ -146,7 +148,7 @@ def command(
             ray.append(f"--{key}")
         elif key in _VALUES and key != "include-dashboard":
             ray.append(f"--{key}={value}")
-    launcher = [python, "-m", "gpuaas.runtimes.ray_pod", role]
+    launcher = [python, "-m", LAUNCHER, role]
     launcher += ["--state-dir", str(state_dir), "--run", run_id, "--pod", pod.pod]
     launcher += ["--stop-after", f"{max(0.5, pod.grace_seconds - 1.0):g}"]
     if dashboard:
@@ -191,7 +193,7 @@ def submitter_command(
         words = shlex.split(entrypoint)
     except ValueError as exc:
         raise RayPlanError(f"{where}: spec.entrypoint: {exc}") from None
-    launcher = [python, "-m", "gpuaas.runtimes.ray_pod", "submitter"]
+    launcher = [python, "-m", LAUNCHER, "submitter"]
     launcher += ["--state-dir", str(state_dir), "--run", run_id, "--pod", pod]
     return (*launcher, "--", *submit, "--", *words)
 

@@ -3,18 +3,25 @@
 ``python -m gpuaas.runtimes.ray_pod head|worker --state-dir D --run R --pod P -- ray start ...``
 is the command ``ray_plan`` gives a RayCluster's (or a RayJob's cluster's) pod, and
 ``... submitter ... -- ray job submit ... -- ENTRYPOINT`` a RayJob's submitter pod. It owns what KubeRay does around
-``ray start`` in a real cluster, on one host:
+``ray start`` in a real cluster:
 
-- ports: free ones are picked when the pod starts (GCS, dashboard, client server, the dashboard
-  agent, the raylet), so two clusters on one host never clash;
-- the address: the head writes ``D/head.json`` (run id, ports, ready); workers wait for the head
-  of their own run to answer, as KubeRay's ``wait-gcs-ready`` init container does, and each writes
-  ``D/worker-<pod>.json``; ``ready`` turns true once ``ray start`` says it is up and the node's
-  dashboard agent answers;
+- the IP: Ray listens on the pod's node's IP (``GPUAAS_NODE_IP``, set by the Ray runtime's
+  launcher to the IP the outer Ray reports for the node; 127.0.0.1 on the local runtime), which
+  replaces the plan's ``--node-ip-address`` and ``--dashboard-host``;
+- ports: free ones on that IP are picked when the pod starts (GCS, dashboard, client server, the
+  dashboard agent, the raylet), so two clusters on one host never clash;
+- the address: the head writes ``D/head.json`` (run id, IP, ports, ready); workers wait for the
+  head of their own run to answer at its IP, as KubeRay's ``wait-gcs-ready`` init container does,
+  and each writes ``D/worker-<pod>.json``; ``ready`` turns true once ``ray start`` says it is up
+  and the node's dashboard agent answers. ``D`` is ``--state-dir`` (the workload's directory,
+  shared by every pod on the local runtime) or, on the Ray runtime, ``GPUAAS_RAY_STATE_DIR``: the
+  pod's own directory on its node, which its launcher keeps in step with the other pods' through
+  the outer Ray cluster (``ray_rendezvous``), so nodes on other machines meet;
 - a RayJob: the submitter waits for its head and dashboard, submits the entrypoint and follows
-  it; its exit code is the pod's; when the job succeeded it writes ``D/finished.json`` and the
-  cluster's nodes stop and exit 0, so the workload succeeds (Kueue requires
-  ``shutdownAfterJobFinishes``: the cluster goes with the job);
+  it, writing the Ray job's id and status as the cluster's Jobs API says (``D/submitter.json``,
+  read each second); its exit code is the pod's; when the job succeeded it writes
+  ``D/finished.json`` and the cluster's nodes stop and exit 0, so the workload succeeds (Kueue
+  requires ``shutdownAfterJobFinishes``: the cluster goes with the job);
 - stopping: Ray's core workers put themselves in process groups of their own, so SIGTERM to the
   pod's group does not reach them and, once the raylet is gone, they linger, holding GPU memory.
   On SIGTERM (or when ``ray start`` ends) this launcher waits for ``ray start`` (up to
@@ -46,9 +53,13 @@ from typing import Any
 import psutil
 
 from gpuaas.runtimes import procs
+from gpuaas.runtimes.ray_rendezvous import NODE_IP_ENV, STATE_DIR_ENV, read_dir, write_record
 
 HEAD_FILE = "head.json"
 FINISHED_FILE = "finished.json"  # a RayJob's submitter writes it when the job succeeded
+SUBMITTER_FILE = "submitter.json"  # the RayJob's job, as the submitter last read it
+_JOB_POLL = 1.0  # seconds between two reads of the Ray job's status
+LOOPBACK = "127.0.0.1"
 _POLL = 0.1
 _WAIT_NOTE_EVERY = 10.0
 _SWEEP_TIMEOUT = 5.0
@@ -58,31 +69,43 @@ _BANNER_FALLBACK = 30.0  # seconds a node answers without that line before it co
 
 
 def state_file(state_dir: Path, role: str, pod: str) -> Path:
+    if role == "submitter":
+        return state_dir / SUBMITTER_FILE
     return state_dir / (HEAD_FILE if role == "head" else f"worker-{pod}.json")
+
+
+def job_info(dashboard: str) -> dict[str, Any] | None:
+    """The Ray job on the cluster at ``dashboard`` (its Jobs REST API, ``/api/jobs/``): the one
+    submitted last, as a RayJob's cluster runs one; None if the dashboard does not answer."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{dashboard}/api/jobs/", timeout=2) as r:
+            jobs = json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+    jobs = [j for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
+    return max(jobs, key=lambda j: j.get("start_time") or 0) if jobs else None
 
 
 def read_states(state_dir: Path) -> dict[str, dict[str, Any]]:
     """Every Ray pod's record in ``state_dir``, by file stem (``head``, ``worker-<pod>``)."""
-    out: dict[str, dict[str, Any]] = {}
-    if not state_dir.is_dir():
-        return out
-    for path in sorted(state_dir.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            out[path.stem] = data
-    return out
+    return read_dir(state_dir)
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports on 127.0.0.1 (all held open until all are chosen)."""
+def node_ip() -> str:
+    """The IP this pod's Ray listens on: its node's, as the outer Ray reports it (the Ray
+    runtime's launcher says so in ``GPUAAS_NODE_IP``), else 127.0.0.1 (the local runtime)."""
+    return os.environ.get(NODE_IP_ENV) or LOOPBACK
+
+
+def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
+    """``count`` distinct free ports on ``host`` (all held open until all are chosen)."""
     socks = []
     try:
         for _ in range(count):
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            s.bind((host, 0))
             socks.append(s)
         return [int(s.getsockname()[1]) for s in socks]
     finally:
@@ -90,7 +113,7 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def answers(port: int, host: str = "127.0.0.1") -> bool:
+def answers(port: int, host: str = LOOPBACK) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
             return True
@@ -98,12 +121,12 @@ def answers(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
-def _dashboard_answers(port: int) -> bool:
+def _dashboard_answers(host: str, port: int) -> bool:
     """The Ray dashboard's HTTP API answers (``ray job submit`` needs it, not just the port)."""
     import urllib.request
 
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=2) as r:
+        with urllib.request.urlopen(f"http://{host}:{port}/api/version", timeout=2) as r:
             return bool(r.status == 200)
     except OSError:
         return False
@@ -113,7 +136,9 @@ class _Launcher:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.role: str = args.role
-        self.state_dir = Path(args.state_dir)
+        # on the Ray runtime: the pod's own directory on its node, relayed (``ray_rendezvous``)
+        self.state_dir = Path(os.environ.get(STATE_DIR_ENV) or args.state_dir)
+        self.ip = node_ip()
         self.path = state_file(self.state_dir, self.role, args.pod)
         self.stopping = False
         self.record: dict[str, Any] = {}
@@ -137,7 +162,7 @@ class _Launcher:
             if self.role != "head" and head is None:
                 return 0 if self._finished() else STOPPED_EXIT
             # 2. ports, then the record (not ready yet), then `ray start`
-            ray_argv += self._ports(head)
+            ray_argv = [_on_ip(a, self.ip) for a in ray_argv] + self._ports(head)
             self._write(ready=False)
             child = subprocess.Popen(
                 ray_argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -174,14 +199,16 @@ class _Launcher:
         head_path = state_file(self.state_dir, "head", "")
         while not self.stopping and not self._finished():
             head = read_states(self.state_dir).get(head_path.stem)
-            if head and head.get("run") == self.args.run and answers(int(head["ports"]["gcs"])):
+            mine = head is not None and head.get("run") == self.args.run
+            host = str(head.get("nodeIP") or LOOPBACK) if head is not None else LOOPBACK
+            if head is not None and mine and answers(int(head["ports"]["gcs"]), host):
                 if self.role != "submitter":
                     return head
                 dashboard = head["ports"].get("dashboard")
                 if dashboard is None:
                     print("ray_pod: the RayJob's head has no dashboard to submit to", flush=True)
                     return None
-                if head.get("ready") and _dashboard_answers(int(dashboard)):
+                if head.get("ready") and _dashboard_answers(host, int(dashboard)):
                     return head
             if time.monotonic() - last_note >= _WAIT_NOTE_EVERY:
                 last_note = time.monotonic()
@@ -192,23 +219,23 @@ class _Launcher:
 
     def _ports(self, head: dict[str, Any] | None) -> list[str]:
         if head is None:
-            gcs, client, agent, node, dash = free_ports(5)
+            gcs, client, agent, node, dash = free_ports(5, self.ip)
             ports = {"gcs": gcs, "client": client, "agent": agent, "nodeManager": node}
             flags = [f"--port={gcs}", f"--ray-client-server-port={client}"]
             if self.args.dashboard:
                 ports["dashboard"] = dash
                 flags.append(f"--dashboard-port={dash}")
         else:
-            agent, node = free_ports(2)
+            agent, node = free_ports(2, self.ip)
             ports = {"agent": agent, "nodeManager": node}
-            flags = [f"--address=127.0.0.1:{int(head['ports']['gcs'])}"]
+            flags = [f"--address={head.get('nodeIP') or LOOPBACK}:{int(head['ports']['gcs'])}"]
         flags += [f"--dashboard-agent-listen-port={agent}", f"--node-manager-port={node}"]
         self.record = {
             "run": self.args.run,
             "role": self.role,
             "pod": self.args.pod,
             "pid": os.getpid(),
-            "nodeIP": "127.0.0.1",
+            "nodeIP": self.ip,
             "ports": ports,
             "readyPort": agent,  # the dashboard agent answers once its raylet has registered
             "ready": False,
@@ -232,12 +259,18 @@ class _Launcher:
         if head is None:
             return 1 if not self.stopping else STOPPED_EXIT
         split = argv.index("--") if "--" in argv else len(argv)
-        address = f"--address=http://127.0.0.1:{int(head['ports']['dashboard'])}"
-        argv = [*argv[:split], address, *argv[split:]]
-        print(f"ray_pod: submitting the RayJob's entrypoint to {address[10:]}", flush=True)
+        host = head.get("nodeIP") or LOOPBACK
+        dashboard = f"http://{host}:{int(head['ports']['dashboard'])}"
+        argv = [*argv[:split], f"--address={dashboard}", *argv[split:]]
+        print(f"ray_pod: submitting the RayJob's entrypoint to {dashboard}", flush=True)
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        read_at = 0.0
         while child.poll() is None and not self.stopping:
+            if time.monotonic() - read_at >= _JOB_POLL:
+                read_at = time.monotonic()
+                self._record_job(dashboard)
             time.sleep(_POLL)
+        self._record_job(dashboard)  # the job's last status (what it ended as)
         if child.poll() is None:  # stopped: the cluster goes too
             child.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -254,9 +287,28 @@ class _Launcher:
             os.replace(tmp, path)
         return child.returncode
 
+    def _record_job(self, dashboard: str) -> None:
+        """Write the submitter's record: the Ray job's id and status (PENDING, RUNNING,
+        SUCCEEDED, FAILED, STOPPED), read from the cluster, as KubeRay reads them."""
+        info = job_info(dashboard)
+        if info is None:
+            return
+        record = {
+            "run": self.args.run,
+            "role": "submitter",
+            "pod": self.args.pod,
+            "dashboardURL": dashboard,
+            "jobId": str(info.get("submission_id") or info.get("job_id") or ""),
+            "jobStatus": str(info.get("status") or ""),
+            "message": str(info.get("message") or ""),
+        }
+        if record != self.record:
+            self.record = record
+            write_record(self.path, record)
+
     def _is_up(self, started: threading.Event) -> bool:
         """``ray start`` said it now blocks (its node is registered) and the node answers."""
-        if not answers(self.record["readyPort"]):
+        if not answers(self.record["readyPort"], self.ip):
             self._answered_at = None
             return False
         if started.is_set():
@@ -309,6 +361,14 @@ class _Launcher:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
+
+
+def _on_ip(arg: str, ip: str) -> str:
+    """``ray start``'s flags that name the node's IP, set to ``ip`` (the plan says 127.0.0.1)."""
+    for flag in ("--node-ip-address=", "--dashboard-host="):
+        if arg.startswith(flag):
+            return flag + ip
+    return arg
 
 
 def _relay(child: subprocess.Popen[bytes], started: threading.Event) -> None:

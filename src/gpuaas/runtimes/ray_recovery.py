@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gpuaas.runtimes.ray_actor import LAUNCHER_PREFIX
 from gpuaas.runtimes.ray_records import LOST_EXIT_CODE, NAMESPACE, RayRun, lines
+from gpuaas.runtimes.ray_rendezvous import RENDEZVOUS_NAME
 
 if TYPE_CHECKING:
     from gpuaas.runtimes.ray_runtime import RayRuntime
@@ -73,7 +74,8 @@ def remove_strays(rt: RayRuntime, known: set[str]) -> None:
                     launcher.terminate.remote(attempt, 0.0)
                     launcher.release.remote(attempt)
     for name in rt._ray.util.list_named_actors():
-        if not name.startswith(LAUNCHER_PREFIX):  # pod actors of an older gpuaas
+        # pod actors of an older gpuaas; the launchers and the rendezvous are kept
+        if not name.startswith(LAUNCHER_PREFIX) and name != RENDEZVOUS_NAME:
             with contextlib.suppress(Exception):
                 rt._ray.kill(rt._ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
     names = {r.pg_name for r in rt._runs.values()}

@@ -6,7 +6,8 @@ its CPUs, memory and GPUs, and a label selector from its flavor's ``nodeLabels``
 cannot tolerate, ``ray_nodes``). A small Ray task in each bundle (``ray_actor.lease``) answers the
 node Ray placed it on and the GPU ids Ray assigned it, and that node's long-lived launcher actor
 (``ray_actor.NodeLauncher``, one per node, ``ray_launchers``) runs the pod's processes there, so a
-pod start costs no new Ray worker process. A restarted server finds its pods again on the
+pod start costs no new Ray worker process; a RayCluster's pods meet through the outer Ray
+(``ray_rendezvous``), wherever they run. A restarted server finds its pods again on the
 launchers (``adopt``). Pods stay Pending until the group is placed, as a Kubernetes pod waits for
 a node; ``Started`` comes when every pod runs. Stops are SIGTERM, then SIGKILL after the grace
 period, done by the launcher on the pod's node; a pod counts as gone only when its launcher says
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.objects import Taint
-from gpuaas.runtimes import ray_nodes, ray_recovery
+from gpuaas.runtimes import ray_nodes, ray_plan, ray_recovery, ray_rendezvous
 from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
     AlreadyRunning,
@@ -113,6 +114,7 @@ class RayRuntime:
 
         self._lease = ray.remote(lease)
         self._launchers = Launchers(ray, NAMESPACE)
+        self._rendezvous = ray_rendezvous.ensure(ray, NAMESPACE)  # where RayCluster pods meet
         # every node's launcher starts now, in the background: no pod waits for one
         alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
         self._launchers.warm(alive)
@@ -262,6 +264,16 @@ class RayRuntime:
             if key in self._runs or key in self._releasing:
                 raise AlreadyRunning(f"Workload {key}: still has pods; stop it first")
             shutil.rmtree(self.workload_dir(key), ignore_errors=True)
+        with contextlib.suppress(Exception):
+            self._rendezvous.clear.remote(key)
+
+    def ray_records(self, key: str) -> dict[str, dict[str, Any]]:
+        """The records of ``key``'s RayCluster pods, from the rendezvous (``ray_rendezvous``)."""
+        found = ray_rendezvous.read(self._ray, self._rendezvous, key)
+        if found is None:  # the actor did not answer: find (or start) it again for next time
+            with contextlib.suppress(Exception):
+                self._rendezvous = ray_rendezvous.ensure(self._ray, NAMESPACE)
+        return found or {}
 
     def workload_dir(self, key: str) -> Path:
         return self._dir.workload_dir(key)
@@ -335,8 +347,9 @@ class RayRuntime:
         pod.node_id, pod.gpus = node_id, tuple(gpus)
         self._dir.write(run)  # before the start: a restarted server must look for it there
         launcher = self._launchers.get(node_id)
+        meet = run.key if ray_plan.LAUNCHER in spec.argv else None  # a RayCluster's pod
         pod.start = launcher.start.remote(
-            pod.attempt, list(spec.argv), env, spec.working_dir, list(gpus)
+            pod.attempt, list(spec.argv), env, spec.working_dir, list(gpus), meet
         )
 
     def _pods_by_attempt(self) -> dict[str, tuple[RayRun, RayPod]]:

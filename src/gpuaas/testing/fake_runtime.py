@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuaas.inventory.gpus import GpuDevice
 from gpuaas.runtimes.base import (
@@ -128,6 +129,10 @@ class FakeRuntime:
     def workload_dir(self, key: str) -> Path:
         ns, _, name = key.partition("/")
         return self.state_dir / ns / name
+
+    def ray_records(self, key: str) -> dict[str, dict[str, Any]]:
+        """None: the fake starts no Ray."""
+        return {}
 
     def gpu_owners(self) -> dict[int, tuple[str, str]]:
         with self._lock:

@@ -54,6 +54,7 @@ class RayNodeSpec:
     labels: dict[str, str] = field(default_factory=dict)
     num_gpus: int = 0
     num_cpus: int = 4
+    node_ip: str | None = None  # --node-ip-address (a loopback alias stands for another machine)
 
 
 @dataclass(slots=True)
@@ -209,6 +210,8 @@ class LocalRayCluster:
             # busy 2-core machine every node's start is slow enough already
             "--include-log-monitor=false",
         ]
+        if spec.node_ip:
+            argv.append(f"--node-ip-address={spec.node_ip}")
         if head:
             argv += [
                 "--head",

@@ -99,7 +99,7 @@ class Resource:
 
 _AGE = (PrinterColumn("Age", "date", ".metadata.creationTimestamp"),)
 
-# KubeRay's RayCluster printer columns (its CRD's additionalPrinterColumns, ray.io/v1).
+# KubeRay's RayCluster and RayJob printer columns (its CRD's additionalPrinterColumns, ray.io/v1).
 _HAND_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
     "RayCluster": (
         PrinterColumn("desired workers", "integer", ".status.desiredWorkerReplicas"),
@@ -112,6 +112,12 @@ _HAND_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
         PrinterColumn("age", "date", ".metadata.creationTimestamp"),
         PrinterColumn("head pod IP", "string", ".status.head.podIP", priority=1),
         PrinterColumn("head service IP", "string", ".status.head.serviceIP", priority=1),
+    ),
+    # KubeRay's RayJob columns that gpuaas fills (no rayClusterName, startTime, endTime yet)
+    "RayJob": (
+        PrinterColumn("job status", "string", ".status.jobStatus"),
+        PrinterColumn("deployment status", "string", ".status.jobDeploymentStatus"),
+        PrinterColumn("age", "date", ".metadata.creationTimestamp"),
     ),
 }
 

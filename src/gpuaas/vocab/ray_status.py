@@ -1,4 +1,5 @@
-"""A RayCluster's status as KubeRay writes it, from its Kueue workload and what really runs.
+"""A RayCluster's and a RayJob's status as KubeRay writes them, from the Kueue workload and what
+really runs.
 
 KubeRay's printer columns read ``status.desiredWorkerReplicas``, ``availableWorkerReplicas``,
 ``desiredCPU``, ``desiredMemory``, ``desiredGPU`` and ``state``; ``status.endpoints`` and
@@ -19,6 +20,7 @@ from gpuaas.core.state import Phase, WorkloadState
 
 JsonDoc = dict[str, Any]
 HEAD = "head"
+SUBMITTER = "submitter"  # the RayJob submitter's record (``runtimes.ray_pod``)
 GPU = "nvidia.com/gpu"
 _DECIMAL = (("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
 
@@ -97,3 +99,60 @@ def _nodes(live: JsonDoc | None) -> tuple[JsonDoc | None, int]:
         and pods.get(str(rec.get("pod"))) == "Running"
     )
     return head, ready
+
+
+def ray_job_status(st: WorkloadState | None, live: JsonDoc | None, spec: JsonDoc) -> JsonDoc:
+    """A RayJob's status as KubeRay writes it: ``jobStatus`` (the Ray job's own, read from its
+    cluster by the submitter: PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED),
+    ``jobDeploymentStatus`` (Suspended while Kueue has not admitted it, Suspending while its
+    pods stop, Initializing until its job is seen, Running, then Complete or Failed), ``reason``
+    when it failed (``DeadlineExceeded`` past ``spec.activeDeadlineSeconds``, else
+    ``AppFailed``), ``jobId``, ``dashboardURL`` and ``rayClusterStatus``."""
+    if st is None:
+        return {}
+    job = _job_record(live)
+    status: JsonDoc = {"rayClusterStatus": ray_cluster_status(st, live)}
+    for field in ("jobId", "dashboardURL", "jobStatus", "message"):
+        if job.get(field):
+            status[field] = job[field]
+    if st.phase in (Phase.PENDING, Phase.INACTIVE):
+        status["jobDeploymentStatus"] = "Suspended"
+    elif st.phase == Phase.EVICTING:
+        status["jobDeploymentStatus"] = "Suspending"
+    elif st.phase == Phase.FINISHED:
+        finished = st.conditions.get("Finished")
+        if finished is not None and finished.reason == "Succeeded":
+            status["jobDeploymentStatus"] = "Complete"
+            status["jobStatus"] = "SUCCEEDED"
+        else:
+            status["jobDeploymentStatus"] = "Failed"
+            status["reason"] = "DeadlineExceeded" if _past_deadline(st, spec) else "AppFailed"
+    else:
+        status["jobDeploymentStatus"] = "Running" if job.get("jobStatus") else "Initializing"
+    return status
+
+
+def active_deadline(spec: JsonDoc) -> int | None:
+    """``spec.activeDeadlineSeconds`` when it is a whole number of seconds above 0."""
+    value = spec.get("activeDeadlineSeconds")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def _past_deadline(st: WorkloadState, spec: JsonDoc) -> bool:
+    deadline = active_deadline(spec)
+    finished = st.conditions.get("Finished")
+    if deadline is None or finished is None or st.admitted_at is None:
+        return False
+    return finished.last_transition_time - st.admitted_at >= deadline
+
+
+def _job_record(live: JsonDoc | None) -> JsonDoc:
+    """The submitter's record of the Ray job, if it belongs to the running cluster's run."""
+    records: dict[str, JsonDoc] = (live or {}).get("ray") or {}
+    job = records.get(SUBMITTER) or {}
+    head = records.get(HEAD)
+    if head is not None and job.get("run") != head.get("run"):
+        return {}
+    return job
