@@ -43,8 +43,10 @@ for name in ("dashboard-agent-listen-port", "port"):
         s.bind(("127.0.0.1", int(args[name])))
         s.listen()
         listening.append(s)
-escaped = "import os, time; os.setpgrp(); time.sleep(600)"
-subprocess.Popen([sys.executable, "-c", escaped], start_new_session=False)
+# a "core worker" in a process group of its own, as Ray's are; the group is set before exec
+# (process_group=0), so it has left the pod's group before the banner says the node is up
+escaped = "import time; time.sleep(600)"
+subprocess.Popen([sys.executable, "-c", escaped], start_new_session=False, process_group=0)
 print("argv:", " ".join(sys.argv[1:]), flush=True)
 print("This command will now block forever until terminated by a signal.", flush=True)
 time.sleep(600)
