@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpuaas.api.list_pages import Pages
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.listed import ListedDocs
@@ -76,5 +78,45 @@ def test_pages_of_a_list_give_every_item_once(tmp_path: Path) -> None:
                 break
             e.create(FLAVOR, None, flavor(f"new{len(seen)}"))  # later objects: not in this list
         assert seen == [f"f{i:02d}" for i in range(23)]
+    finally:
+        e.close()
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "003-rayclusters"
+
+
+def _apply(e: Engine, docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        kind = BY_KIND[doc["kind"]]
+        e.create(kind, doc["metadata"].get("namespace"), doc)
+
+
+def test_a_list_shows_each_kind_as_a_get_does(tmp_path: Path) -> None:
+    """Kinds whose status is built when read (queues' counters, KubeRay's status of a RayCluster
+    or RayJob) are listed with it: ``kubectl get rayclusters`` reads its columns from a list."""
+    setup = [d for d in yaml.safe_load_all((EXAMPLE / "setup.yaml").read_text()) if d]
+    cluster = yaml.safe_load((EXAMPLE / "team-b-ray-cluster-dev.yaml").read_text())
+    job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "rj", "namespace": "team-b", "labels": cluster["metadata"]["labels"]},
+        "spec": {
+            "entrypoint": "python job.py",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": cluster["spec"],
+        },
+    }
+    e = Engine(open_store(f"sqlite:///{tmp_path / 'db'}"))
+    try:
+        _apply(e, [*setup, cluster, job])
+        e.committer.submit([]).result(timeout=10)  # the scheduler's decisions are in
+        for kind_name in ("ClusterQueue", "LocalQueue", "RayCluster", "RayJob"):
+            kind = BY_KIND[kind_name]
+            listed, _ = e.list_objects(kind)
+            assert listed, kind_name
+            for doc in listed:
+                meta = doc["metadata"]
+                got = e.get(kind, meta.get("namespace"), meta["name"])
+                assert doc.get("status") and doc["status"] == got["status"], kind_name
     finally:
         e.close()

@@ -41,9 +41,9 @@ from gpuaas.vocab.multikueue import MANAGED_BY
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
 
-# Kinds whose documents are shown with live status (never stored) beside the Job, Notebook and
-# RayCluster handled apart: every other kind is shown exactly as stored.
-_SHOWN_LIVE = ("ClusterQueue", "LocalQueue")
+# Kinds whose documents are shown with live status (never stored) beside the Job and Notebook
+# handled apart: every other kind is shown exactly as stored.
+_SHOWN_LIVE = ("ClusterQueue", "LocalQueue", "RayCluster", "RayJob")
 
 
 class ObjectIndex(dict[ObjectKey, ObjectRecord]):
@@ -200,7 +200,7 @@ class ReadModel:
             return self._job_shown(rec)
         if kind.kind not in _SHOWN_LIVE:
             return rec.doc
-        doc = dict(rec.doc)
+        doc = dict(rec.doc)  # a queue's
         if kind.kind == "ClusterQueue":
             doc["status"] = self._cq_status(rec.key.name)
         else:
