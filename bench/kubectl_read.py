@@ -37,7 +37,7 @@ from pathlib import Path
 
 import httpx
 
-from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import ServerProcess, self_signed_cert
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -96,16 +96,6 @@ def fill(url: str, token: str, total: int, clients: int) -> float:
     for t in threads:
         t.join()
     return time.perf_counter() - t0
-
-
-def tls_files(tmp: Path) -> tuple[Path, Path]:
-    cert, key = tmp / "cert.pem", tmp / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
 
 
 def kubeconfig(srv: ServerProcess, cert: Path, tmp: Path) -> Path:
@@ -203,7 +193,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        cert, key = tls_files(tmp)
+        cert, key = self_signed_cert(tmp)
         extra = ("--tls-cert", str(cert), "--tls-key", str(key))
         with ServerProcess(tmp / "data", args.db, extra=extra, tls=True) as srv:
             token = srv.admin_token

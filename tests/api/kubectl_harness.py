@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import ServerProcess, self_signed_cert
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
@@ -81,12 +81,7 @@ def start_kube(
         "kubectl", os.access(KUBECTL, os.X_OK), f"{KUBECTL} missing (kubernetes-client)"
     )
     require_service("openssl", shutil.which("openssl") is not None, "openssl CLI missing")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed_cert(tmp_path)
     srv = servers(db_url, extra=("--tls-cert", str(cert), "--tls-key", str(key), *extra), tls=True)
     home = tmp_path / "home"
     home.mkdir()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpuaas.api.testing import ServerProcess
+from gpuaas.api.testing import ServerProcess, self_signed_cert
 from gpuaas.cli.kubectl import build_app
 
 SEED = Path(__file__).parent / "seed"
@@ -148,12 +148,7 @@ def test_tokens_and_errors(live: ServerProcess, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
 def test_login_over_tls(tmp_path: Path) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed_cert(tmp_path)
     srv = ServerProcess(
         tmp_path / "data", extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaas.api.testing import ServerProcess, free_port
+from gpuaas.api.testing import ServerProcess, free_port, self_signed_cert
 from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError, Target
 
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
@@ -121,20 +120,10 @@ def test_a_kept_connection_the_worker_closed_is_replaced() -> None:
         server.server_close()
 
 
-def _self_signed(tmp: Path, name: str) -> tuple[Path, Path]:
-    cert, key = tmp / f"{name}.pem", tmp / f"{name}-key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
 def test_a_tls_worker_with_its_ca_inline_and_a_wrong_ca_refused(tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path, "worker")
-    other, _ = _self_signed(tmp_path, "other")
+    cert, key = self_signed_cert(tmp_path, "worker")
+    other, _ = self_signed_cert(tmp_path, "other")
     srv = ServerProcess(
         tmp_path / "w", extra=("--tls-cert", str(cert), "--tls-key", str(key)), tls=True
     )

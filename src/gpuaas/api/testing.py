@@ -41,6 +41,19 @@ def create_all(client: httpx.Client, docs: list[dict[str, Any]]) -> None:
         assert r.status_code == 201, f"{doc['kind']} {doc['metadata'].get('name')}: {r.text}"
 
 
+def self_signed_cert(directory: Path, name: str = "cert") -> tuple[Path, Path]:
+    """A one-day self-signed certificate for 127.0.0.1 and its key (``NAME.pem``,
+    ``NAME-key.pem`` in ``directory``), made by the ``openssl`` CLI: a TLS server for tests and
+    benches."""
+    cert, key = directory / f"{name}.pem", directory / f"{name}-key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
