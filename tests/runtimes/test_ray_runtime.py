@@ -572,7 +572,12 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster_and_ends_it(
                     seen.append(step)
                 return _condition(_workload(c, "rj"), "Finished")
 
-            finished = _until(finished_seeing_status, "the RayJob to finish", 240)
+            try:
+                finished = _until(finished_seeing_status, "the RayJob to finish", 240)
+            except AssertionError as exc:  # say how far it got
+                raise AssertionError(
+                    f"{exc}; statuses seen: {seen}; log: {_log(c, 'rj')[-3000:]}"
+                ) from exc
             log = _log(c, "rj")
             assert finished == ("True", "Succeeded"), log[-3000:]
             assert "job ran on l4-4" in log, log[-3000:]

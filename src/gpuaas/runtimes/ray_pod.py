@@ -59,6 +59,10 @@ HEAD_FILE = "head.json"
 FINISHED_FILE = "finished.json"  # a RayJob's submitter writes it when the job succeeded
 SUBMITTER_FILE = "submitter.json"  # the RayJob's job, as the submitter last read it
 _JOB_POLL = 1.0  # seconds between two reads of the Ray job's status
+# seconds ``ray job submit``'s log tail gets to end once the job itself has ended: the tail now
+# and then never returns (seen here), and KubeRay too reads the job's status, not the tail
+_TAIL_GRACE = 10.0
+_JOB_ENDED = {"SUCCEEDED", "FAILED", "STOPPED"}
 LOOPBACK = "127.0.0.1"
 _POLL = 0.1
 _WAIT_NOTE_EVERY = 10.0
@@ -265,12 +269,23 @@ class _Launcher:
         print(f"ray_pod: submitting the RayJob's entrypoint to {dashboard}", flush=True)
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
         read_at = 0.0
+        ended_at: float | None = None  # when the job's own status said it ended
         while child.poll() is None and not self.stopping:
             if time.monotonic() - read_at >= _JOB_POLL:
                 read_at = time.monotonic()
                 self._record_job(dashboard)
+                if ended_at is None and self.record.get("jobStatus") in _JOB_ENDED:
+                    ended_at = time.monotonic()
+            if ended_at is not None and time.monotonic() - ended_at > _TAIL_GRACE:
+                break
             time.sleep(_POLL)
         self._record_job(dashboard)  # the job's last status (what it ended as)
+        if child.poll() is None and not self.stopping:  # the job ended, its log tail did not
+            status = str(self.record.get("jobStatus"))
+            print(f"ray_pod: the Ray job ended {status}; its log tail did not, stopped", flush=True)
+            child.kill()
+            child.wait()
+            child.returncode = 0 if status == "SUCCEEDED" else 1
         if child.poll() is None:  # stopped: the cluster goes too
             child.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):

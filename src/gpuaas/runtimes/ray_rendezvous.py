@@ -170,6 +170,12 @@ class Relay:
         if pod is None:
             return
         with contextlib.suppress(Exception):
+            # a last sync first: a submitter writes the RayJob's end just before it exits, maybe
+            # after the loop's last sync, and that end must reach the head (sticky records stay)
+            own = pod.own()
+            if own:
+                self._ray.get(self._rendezvous().put.remote(pod.key, attempt, own), timeout=10)
+        with contextlib.suppress(Exception):
             self._ray.get(self._rendezvous().drop.remote(pod.key, attempt), timeout=10)
         for file in pod.path.glob("*"):
             with contextlib.suppress(OSError):
