@@ -82,6 +82,10 @@ class LocalRayCluster:
         self.token = secrets.token_hex(6)
         self.gcs_port = gcs_port
         self.nodes: dict[str, _Started] = {}
+        # every node's session (its `ray start`'s pid), kept after the node goes: Ray's agents
+        # overwrite their environment with their process title, so the marker alone misses
+        # them once their raylet is gone and they are orphans
+        self._sessions: set[int] = set()
         # short: Ray's socket paths under it must stay within AF_UNIX's 107 bytes
         self.temp_dir = Path(tempfile.gettempdir()) / f"gpuaas-test-ray-{self.token}"
 
@@ -177,14 +181,19 @@ class LocalRayCluster:
                     proc.kill()
 
     def processes(self) -> list[psutil.Process]:
-        """Live processes that carry this cluster's marker (Ray's and the pods')."""
+        """Live processes of this cluster: in a node's session, or carrying the cluster's marker
+        (Ray's and the pods')."""
         needle = f"{MARKER_ENV}={self.token}"
         found = []
         for proc in psutil.process_iter():
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, OSError):
                 if proc.status() == psutil.STATUS_ZOMBIE:
                     continue
-                if proc.environ().get(MARKER_ENV) == self.token or needle in proc.cmdline():
+                if (
+                    os.getsid(proc.pid) in self._sessions
+                    or proc.environ().get(MARKER_ENV) == self.token
+                    or needle in proc.cmdline()
+                ):
                     found.append(proc)
         return found
 
@@ -233,6 +242,7 @@ class LocalRayCluster:
                 argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.nodes[spec.name] = _Started(spec, proc, log)
+        self._sessions.add(proc.pid)
 
     def _wait_nodes(self, count: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
