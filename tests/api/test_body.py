@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuaas.api.body import MAX_DEPTH, MAX_OBJECT_BYTES, BodyError, parse_body
 
@@ -90,3 +92,40 @@ ACCEPTED = [
 def test_accepted(raw: bytes, ctype: str) -> None:
     doc = parse_body(raw, ctype)
     json.dumps(doc, allow_nan=False, sort_keys=True).encode()  # storable and readable back
+
+
+# JSON as documents hold it: what msgspec's decoder (the fast reader) and ``json`` both read
+_SCALARS = (
+    st.none() | st.booleans() | st.text() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+)  # fmt: skip
+_DOCS = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_DOCS)
+def test_a_json_body_reads_as_json_reads_it(doc: object) -> None:
+    raw = json.dumps(doc).encode()
+    assert parse_body(raw, J) == json.loads(raw)
+    assert json.dumps(parse_body(raw, None)) == raw.decode()  # same keys, order, types
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"a": 1, "b": 2, "a": 3}', b"[-0, -0.0, 1e2, 9007199254740993, 9007199254740993.0]",
+     b'"\\u00e9\\ud83d\\ude00"', b'{"": null}', b"[18446744073709551615]"],
+)  # fmt: skip
+def test_json_edge_cases_read_as_json_reads_them(raw: bytes) -> None:
+    try:
+        want = json.loads(raw)
+    except ValueError:
+        pytest.fail("a valid JSON case")
+    try:
+        got = parse_body(raw, J)
+    except BodyError as exc:  # refused by the checks (an integer past int64), as json's would be
+        assert "64-bit" in exc.message
+        return
+    assert (got, json.dumps(got)) == (want, json.dumps(want))

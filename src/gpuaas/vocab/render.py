@@ -11,6 +11,7 @@ engine keeps only for itself (that is ``engine.persisted``).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any
 
 from gpuaas.core.objects import ClusterQueue, Workload
@@ -21,8 +22,33 @@ JsonDoc = dict[str, Any]
 
 
 def rfc3339(ts: float) -> str:
-    """Kubernetes' timestamp format: seconds, UTC, ``Z``."""
+    """Kubernetes' timestamp format: seconds, UTC, ``Z``.
+
+    Every create, status and event writes the current second, thousands of times a second, so
+    the last second's text is kept (``_last``: one tuple, read and replaced atomically from any
+    thread). It is reused only when ``ts`` cannot round up into the next second (datetime rounds
+    to the microsecond), so the answer is always ``_format(ts)``'s."""
+    global _last
+    try:
+        second = math.floor(ts)
+    except (OverflowError, ValueError):  # inf, NaN: datetime's own error
+        return _format(ts)
+    last = _last
+    if ts - second < _LAST_SAFE:
+        if last[0] == second:
+            return last[1]
+        text = _format(ts)
+        _last = (second, text)
+        return text
+    return _format(ts)
+
+
+def _format(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_LAST_SAFE = 0.999999  # a fraction below this stays in its second at microsecond rounding
+_last: tuple[int, str] = (0, _format(0))
 
 
 def parse_rfc3339(text: str) -> float | None:
