@@ -21,16 +21,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
 import yaml
 from fastapi import FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from gpuaas import gc_policy
+from gpuaas.api import fast_paths
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
 from gpuaas.api.draining import Draining, DrainingServer
+from gpuaas.api.http_writes import HttpProtocol
 from gpuaas.core.config import SchedulerConfig, parse_configuration
 from gpuaas.core.errors import ApplyError
 from gpuaas.datadir import DataDirError, DataDirLock, make_private
@@ -333,6 +336,7 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
     app = Draining(server.app)  # open watches and follows end at once on stop, without a trace
     config = uvicorn.Config(
         app,
+        proxy_headers=False,  # applied below, behind the write fast paths (which never read them)
         host=options.host,
         port=options.port,
         log_level="warning",
@@ -341,8 +345,11 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
         timeout_graceful_shutdown=2,
         access_log=False,
         loop="uvloop",  # the C event loop and HTTP parser (dependencies), not asyncio/h11
-        http="httptools",
+        http=HttpProtocol,  # httptools', with one socket write per response
     )
+    draining: Any = app  # uvicorn's ASGI types are narrower than what its middleware takes
+    proxied: Any = ProxyHeadersMiddleware(draining, trusted_hosts=config.forwarded_allow_ips)
+    config.app = fast_paths.outermost(server.app, proxied)
     try:
         DrainingServer(config, app).run()
     except _Terminated:

@@ -11,6 +11,7 @@ import time
 import httpx
 import uvicorn
 
+from gpuaas.api import fast_paths
 from gpuaas.api.testing import free_port
 from gpuaas.server import Server
 
@@ -19,7 +20,8 @@ def serve(server: Server, token: str | None = None) -> tuple[httpx.Client, uvico
     """A client with the admin token (or ``token``) and the uvicorn server; set
     ``should_exit`` on the latter to stop it."""
     port = free_port()
-    web = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="error"))
+    app = fast_paths.outermost(server.app)  # as ``server.run`` serves it
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     threading.Thread(target=web.run, name="test-uvicorn", daemon=True).start()
     token = token or server.admin_token_path.read_text().strip()
     client = httpx.Client(

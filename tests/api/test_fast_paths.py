@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -230,14 +229,12 @@ class _NoDeleteReachesTheRouter:
 
 
 async def _answers(server: Server, *, fast: bool) -> list[Answer]:
-    """Each case's status, headers and body from ``server``'s app: with the fast path and a
-    guard in front of the router that fails every DELETE reaching it (only the fast path can
-    answer), or with no fast path."""
-    app = server.app
-    if fast:
-        app.user_middleware.append(Middleware(_NoDeleteReachesTheRouter))  # innermost
-    else:
-        app.user_middleware = [m for m in app.user_middleware if m.cls is not fast_paths.FastPaths]
+    """Each case's status, headers and body from ``server``'s app: with the fast paths in front
+    of a guard that fails every DELETE reaching the app (only the fast path can answer), or from
+    the app alone (its router)."""
+    app: ASGIApp = server.app
+    if fast:  # as served: the fast paths outermost
+        app = fast_paths.outermost(server.app, _NoDeleteReachesTheRouter(server.app))
     tenant, _ = server.tokens.create("tenant", ("team-a",))
     tokens = {"admin": server.admin_token_path.read_text().strip(), "tenant": tenant}
     out: list[Answer] = []

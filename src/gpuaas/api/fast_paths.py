@@ -4,12 +4,17 @@ Creates and deletes are the API's hot writes: a batch system takes thousands of 
 Jobs a second, and a MultiKueue worker deletes every losing copy the hub sent it. Profiles of
 ``bench/api.py`` and ``bench/multicluster.py`` showed FastAPI's routing (over the hundreds of
 routes ``api.resources`` registers), its parameter handling and anyio's thread hand-off take
-more of such a request's CPU than the engine does. ``FastPaths`` is an ASGI middleware inside
-FastAPI's error middleware: a ``POST`` on the collection, or a ``DELETE`` on an item, of a kind
-served by ``api.resources`` goes straight to that kind's own handler (the very function the
-route calls, registered here by ``api.resources``), and its errors to the app's own exception
-handlers, so the answer is the same byte for byte as through the router. Every other request
-passes through untouched.
+more of such a request's CPU than the engine does. ``FastPaths`` is the outermost ASGI app of a served
+server (``server.run``: in front of uvicorn's proxy headers, ``api.draining`` and FastAPI's own
+middleware stack, which a profile showed cost about a tenth of a create's event-loop time): a
+``POST`` on the collection, or a ``DELETE`` on an item, of a kind served by ``api.resources``
+goes straight to that kind's own handler (the very function the route calls, registered here by
+``api.resources``), its errors to the app's own exception handlers, and an unexpected error to
+the app's 500 handler and then on to uvicorn (which logs it), as FastAPI's error middleware
+does, so the answer is the same byte for byte as through the router. Every other request passes
+through untouched. None of the layers skipped acts on these requests: proxy headers only rewrite
+the client address and scheme, which no write handler reads; draining ends GET streams only;
+FastAPI's body limit is unset (``api.body`` limits bodies) and its telemetry off.
 
 This module decides nothing about a write: no validation, no authorization, no engine call of
 its own. It only finds the handler from the method and the path.
@@ -21,10 +26,10 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpuaas.vocab.kinds import Kind
@@ -92,11 +97,14 @@ def find(paths: Paths, method: str, path: str) -> tuple[Handle, str | None, str 
 
 
 class FastPaths:
-    """ASGI middleware: see the module docstring."""
+    """ASGI app in front of ``app`` (which serves ``api``, or is it): see the module docstring."""
 
-    def __init__(self, app: ASGIApp, paths: Paths) -> None:
+    def __init__(self, app: ASGIApp, api: FastAPI) -> None:
         self.app = app
-        self.paths = paths
+        self.api = api
+        self.paths: Paths = api.state.fast_paths
+        # the app's own dict (handlers added later are seen); FastAPI types its values loosely
+        self.handlers: dict[Any, Handler] = cast(dict[Any, Handler], api.exception_handlers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = None
@@ -106,21 +114,22 @@ class FastPaths:
             await self.app(scope, receive, send)
             return
         handle, namespace, name = found
+        scope["app"] = self.api  # as Starlette sets it: handlers read ``request.app.state``
         request = Request(scope, receive, send)
         try:
             response = await handle(request, namespace, name)
         except Exception as exc:
-            handler = _handler(scope["app"], exc)
-            if handler is None:
-                raise  # the app's 500 handler answers it, in FastAPI's error middleware
+            handler = _handler(self.handlers, exc)
+            if handler is None:  # FastAPI's error middleware: the 500 answer, then raise
+                await (await _unexpected(self.handlers, request, exc))(scope, receive, send)
+                raise
             response = await handler(request, exc)
         await response(scope, receive, send)
 
 
-def _handler(app: Any, exc: Exception) -> Handler | None:
+def _handler(handlers: dict[Any, Handler], exc: Exception) -> Handler | None:
     """The app's handler for ``exc``, as Starlette's exception middleware looks it up (by the
-    exception's classes in order); None for the catch-all, which answers from further out."""
-    handlers: dict[Any, Handler] = app.exception_handlers
+    exception's classes in order); None for the catch-all, which the error middleware uses."""
     for cls in type(exc).__mro__:
         if cls is Exception:
             return None
@@ -129,6 +138,23 @@ def _handler(app: Any, exc: Exception) -> Handler | None:
     return None
 
 
+async def _unexpected(handlers: dict[Any, Handler], request: Request, exc: Exception) -> Response:
+    """The answer of FastAPI's error middleware: its 500 handler's (the last of ``500`` and
+    ``Exception`` registered), or Starlette's plain one."""
+    handler: Handler | None = None
+    for key, value in handlers.items():
+        if key in (500, Exception):
+            handler = value
+    if handler is None:
+        return PlainTextResponse("Internal Server Error", status_code=500)
+    return await handler(request, exc)
+
+
 def install(app: FastAPI, paths: Paths) -> None:
-    """Put the fast paths in front of ``app``'s router for the routes in ``paths``."""
-    app.add_middleware(FastPaths, paths=paths)
+    """Keep ``paths`` for the fast paths ``outermost`` puts in front of ``app``."""
+    app.state.fast_paths = paths
+
+
+def outermost(api: FastAPI, inner: ASGIApp | None = None) -> FastPaths:
+    """The fast paths in front of ``inner`` (default: ``api`` itself), for ``api``'s routes."""
+    return FastPaths(api if inner is None else inner, api)

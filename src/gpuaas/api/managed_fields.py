@@ -20,11 +20,15 @@ a table of cases against Kubernetes' documented behaviour. Pure: documents in, d
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from gpuaas.api import field_types as ft
+from gpuaas.api.subtree_cache import SubtreeCache
 
 JsonDoc = dict[str, Any]
 Path = tuple[str, ...]
@@ -337,8 +341,18 @@ def created_fields(doc: JsonDoc, schema: JsonDoc, has_status: bool) -> JsonDoc:
             if meta:
                 tree["f:metadata"] = meta
             continue
-        tree[f"f:{key}"] = _subtree(doc[key], sub)
+        # kept by the field's value (``subtree_cache``): a batch system's creates share a spec
+        walk = functools.partial(_subtree_json, doc[key], sub)
+        tree[f"f:{key}"] = _decode(_CREATED.get(schema, key, doc[key], walk))
     return tree
+
+
+def _subtree_json(value: Any, node: JsonDoc) -> bytes:
+    return msgspec.json.encode(_subtree(value, node))
+
+
+_CREATED: SubtreeCache[bytes] = SubtreeCache()  # kept encoded: every create gets its own copy
+_decode = msgspec.json.decode
 
 
 def _subtree(value: Any, node: JsonDoc) -> JsonDoc:

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaas.api.body import BodyError
 from gpuaas.api.kube_openapi import object_meta_schema
+from gpuaas.api.subtree_cache import SubtreeCache
 from gpuaas.vocab.crds import resource
 from gpuaas.vocab.kinds import Kind
 
@@ -22,8 +23,17 @@ JsonDoc = dict[str, Any]
 MODES = ("Strict", "Warn", "Ignore")
 
 
-def unknown_fields(value: Any, schema: JsonDoc, path: str = "") -> list[str]:
-    """Paths (``spec.foo``, ``spec.items[0].bar``) of fields ``schema`` does not declare."""
+def unknown_fields(
+    value: Any,
+    schema: JsonDoc,
+    path: str = "",
+    *,
+    cache: SubtreeCache[tuple[str, ...]] | None = None,
+) -> list[str]:
+    """Paths (``spec.foo``, ``spec.items[0].bar``) of fields ``schema`` does not declare.
+
+    With ``cache`` (a document's root only), each declared top-level field's paths are kept by
+    its value (``subtree_cache``): a batch system's creates share one ``spec``."""
     if not schema or schema.get("x-kubernetes-preserve-unknown-fields"):
         return []
     out: list[str] = []
@@ -33,7 +43,11 @@ def unknown_fields(value: Any, schema: JsonDoc, path: str = "") -> list[str]:
         for key, sub in value.items():
             where = f"{path}.{key}" if path else key
             if props is not None and key in props:
-                out += unknown_fields(sub, props[key], where)
+                if cache is None:
+                    out += unknown_fields(sub, props[key], where)
+                else:
+                    walk = functools.partial(_unknown_tuple, sub, props[key], where)
+                    out += cache.get(schema, where, sub, walk)
             elif isinstance(extra, dict):
                 out += unknown_fields(sub, extra, where)
             elif props is not None and extra is not True:
@@ -44,6 +58,13 @@ def unknown_fields(value: Any, schema: JsonDoc, path: str = "") -> list[str]:
     return out
 
 
+def _unknown_tuple(value: Any, schema: JsonDoc, path: str) -> tuple[str, ...]:
+    return tuple(unknown_fields(value, schema, path))
+
+
+_UNKNOWN: SubtreeCache[tuple[str, ...]] = SubtreeCache()
+
+
 def check(kind: Kind, version: str, doc: Any, mode: str | None) -> list[str]:
     """Warnings for ``doc`` under ``mode``; raises a 400 for Strict, as kube-apiserver."""
     mode = mode or "Warn"
@@ -51,7 +72,7 @@ def check(kind: Kind, version: str, doc: Any, mode: str | None) -> list[str]:
         raise BodyError(400, f'fieldValidation "{mode}": must be one of Strict, Warn or Ignore')
     if mode == "Ignore" or not isinstance(doc, dict):
         return []
-    unknown = unknown_fields(doc, _checked_schema(kind, version))
+    unknown = unknown_fields(doc, _checked_schema(kind, version), cache=_UNKNOWN)
     if not unknown:
         return []
     if mode == "Strict":
