@@ -10,14 +10,16 @@ what is written during one step of the event loop and sends it as one write when
 body follow without a pause) leaves in one segment. Order is kept, nothing waits longer than the
 current step, and closing, aborting or ending the stream sends or drops what is kept first.
 
+Sending the joined bytes straight to the socket with the GIL released (``os.write`` on the
+descriptor) was tried too and not kept: no difference measured (0.72 against 0.71 ms of server
+CPU per create, 1,117 against 1,144 creates/s, 32 clients, six alternating rounds).
+
 This module changes how bytes reach the socket, never which bytes: nothing here reads them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -26,13 +28,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 class StepTransport:
     """A transport whose writes during one event-loop step go out as one write."""
 
-    __slots__ = ("_fd", "_kept", "_loop", "_transport")
+    __slots__ = ("_kept", "_loop", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._kept: list[bytes] | None = None
-        self._fd = _plain_socket(transport)
 
     def write(self, data: bytes) -> None:
         if not data:
@@ -53,17 +54,7 @@ class StepTransport:
         kept, self._kept = self._kept, None
         if kept is None or self._transport.is_closing():
             return
-        data = kept[0] if len(kept) == 1 else b"".join(kept)
-        if self._fd >= 0 and not self._transport.get_write_buffer_size():
-            # Nothing queued before it: straight to the socket, with the GIL released
-            try:
-                sent = os.write(self._fd, data)
-            except OSError:  # full (EAGAIN) or broken: the transport queues it or finds out
-                sent = 0
-            if sent == len(data):
-                return
-            data = data[sent:]
-        self._transport.write(data)
+        self._transport.write(kept[0] if len(kept) == 1 else b"".join(kept))
 
     def get_write_buffer_size(self) -> int:
         kept = sum(len(d) for d in self._kept) if self._kept else 0
@@ -84,18 +75,6 @@ class StepTransport:
     def __getattr__(self, name: str) -> Any:
         # reading, flow control, extra info: the transport's own
         return getattr(self._transport, name)
-
-
-def _plain_socket(transport: asyncio.Transport) -> int:
-    """The transport's socket's descriptor when bytes written to it reach the client as they
-    are (a TCP or Unix socket without TLS); else -1."""
-    if transport.get_extra_info("sslcontext") is not None:
-        return -1
-    sock = transport.get_extra_info("socket")
-    if sock is None or sock.type != socket.SOCK_STREAM:
-        return -1
-    fd: int = sock.fileno()
-    return fd
 
 
 class HttpProtocol(HttpToolsProtocol):
