@@ -150,13 +150,14 @@ def check_document(doc: Any, *, from_msgspec: bool = False) -> None:
     Walks the document with an explicit stack, so depth cannot exhaust Python's. A document
     msgspec decoded (``from_msgspec``: its numbers are finite and its strings valid, so its JSON
     tells its values apart) skips the top-level fields whose value passed before
-    (``subtree_cache``: a batch system's creates share one ``spec``); the walk visits the rest
-    in the same order, so the same field is named."""
+    (``subtree_cache``: a batch system's creates share one ``spec``; ``metadata``, which holds
+    each object's name, is always walked); the walk visits the fields in the same order, so the
+    same field is named."""
     if from_msgspec and type(doc) is dict:
         for key in doc:
             _check_text(key, ())
         for key, value in reversed(doc.items()):  # the order the stack below visits them in
-            if type(value) is dict or type(value) is list:
+            if key != "metadata" and (type(value) is dict or type(value) is list):
                 _CHECKED.get(_CHECKED, key, value, functools.partial(_walk, value, (key,)))
             else:
                 _walk(value, (key,))

@@ -43,7 +43,7 @@ def unknown_fields(
         for key, sub in value.items():
             where = f"{path}.{key}" if path else key
             if props is not None and key in props:
-                if cache is None:
+                if cache is None or key == "metadata":  # each object's own: never kept
                     out += unknown_fields(sub, props[key], where)
                 else:
                     walk = functools.partial(_unknown_tuple, sub, props[key], where)
