@@ -22,11 +22,8 @@ its own. It only finds the handler from the method and the path.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -40,17 +37,6 @@ Handle = Callable[[Request, str | None, str | None], Awaitable[Response]]
 Key = tuple[str, str, bool, str, bool]
 Paths = dict[Key, Handle]
 Handler = Callable[[Request, Exception], Awaitable[Response]]
-_T = TypeVar("_T")
-
-# Threads for the engine's blocking calls on the fast paths. Each waits for its group commit,
-# so there are as many as the requests one commit should be able to batch; asyncio's executor
-# hand-off is a fraction of anyio's (``run_in_threadpool``: cancel scopes, a capacity limiter).
-_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="gpuaas-write")
-
-
-async def offload(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` on a write worker thread, awaited without blocking the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(_WORKERS, functools.partial(fn, *args))
 
 
 def collection(method: str, kind: Kind, version: str) -> Key:

@@ -14,7 +14,16 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import fast_paths, list_pages, patching, selectors, tables, validation, watch
+from gpuaas.api import (
+    fast_paths,
+    list_pages,
+    patching,
+    selectors,
+    tables,
+    validation,
+    watch,
+    write_workers,
+)
 from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.json_response import FastJSONResponse
@@ -209,7 +218,7 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
                     lambda: engine.preview(kind, namespace, None, lambda _: doc)
                 )
             else:
-                out = await fast_paths.offload(engine.create, kind, namespace, doc)
+                out = await write_workers.offload(engine.create, kind, namespace, doc)
         except AlreadyExists as exc:
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
@@ -307,7 +316,7 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
         dry = dry_run(request) or await _delete_options_dry_run(request)
         do = engine.preview_delete if dry else engine.delete
         try:
-            out = await fast_paths.offload(do, kind, namespace, name)
+            out = await write_workers.offload(do, kind, namespace, name)
         except NotFound as exc:
             raise not_found(kind, name) from exc
         return JSONResponse(shape(out))
