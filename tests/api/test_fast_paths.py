@@ -287,3 +287,40 @@ def test_deletes_through_the_fast_path_answer_as_through_the_router(
         "propagation and grace": 200, "job, background": 200, "cluster-scoped": 200,
         "namespace": 200, "other version": 404,
     }  # fmt: skip
+
+
+def test_an_unexpected_error_is_the_apps_500_through_either_path(
+    servers: tuple[Server, Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine failure nobody maps: the app's 500 Status, then the exception goes on to the
+    server (which logs it), whether the fast path or the router answered."""
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    async def answer(server: Server, fast: bool) -> tuple[int, bytes]:
+        monkeypatch.setattr(server.engine, "create", broken)
+        app: ASGIApp = fast_paths.outermost(server.app) if fast else server.app
+        token = server.admin_token_path.read_text().strip()
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            r = await c.post(
+                WORKLOADS, json=workload("w"), headers={"Authorization": f"Bearer {token}"}
+            )
+        return r.status_code, r.content
+
+    fast, router = servers
+    got = asyncio.run(answer(fast, True))
+    assert got == asyncio.run(answer(router, False))
+    assert got[0] == 500 and b"internal error: RuntimeError: disk on fire" in got[1]
+
+    async def raised(server: Server) -> None:
+        transport = httpx.ASGITransport(app=fast_paths.outermost(server.app))
+        token = server.admin_token_path.read_text().strip()
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            await c.post(
+                WORKLOADS, json=workload("v"), headers={"Authorization": f"Bearer {token}"}
+            )
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        asyncio.run(raised(fast))
