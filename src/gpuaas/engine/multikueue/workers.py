@@ -4,8 +4,9 @@ Kueue's MultiKueue keeps an informer per worker: it lists the worker's Workloads
 then watches them, and every change wakes the reconciler for that workload. A ``Worker`` here does
 the same with one thread per watched resource (Workloads and Jobs labelled with this manager's
 origin): list, then watch from the list's resourceVersion, apply each event to its cache, call
-``notify`` (the controller's wake-up, with the changed workload's key), and on a failed call mark the worker unreachable and list
-again after a short pause. The controller never reads a worker over the network in its pass: it
+``notify`` (the controller's wake-up, with the changed workload's key) when the event is news to
+the controller (a new object, a new status, a deletion it did not assume), and on a failed call
+mark the worker unreachable and list again after a short pause. The controller never reads a worker over the network in its pass: it
 takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
 answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
 when its stream stays silent past the read timeout and the next watch gets no answer.
@@ -182,15 +183,18 @@ class Worker:
                         rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                         if type_ == "BOOKMARK":
                             continue
+                        key = key_of(obj)
                         with self._lock:
                             if stop.is_set():
                                 return
                             cache: dict[str, JsonDoc] = getattr(self, attr)
                             if type_ == "DELETED":
-                                cache.pop(key_of(obj), None)
+                                changed = cache.pop(key, None) is not None
                             else:
-                                cache[key_of(obj)] = obj
-                        self.notify(key_of(obj))
+                                changed = _news(cache.get(key), obj)
+                                cache[key] = obj
+                        if changed:
+                            self.notify(key)
             except RemoteError as exc:
                 with self._lock:
                     if stop.is_set():
@@ -210,6 +214,14 @@ class Worker:
         if self._synced == {a for a, _, _ in _RESOURCES}:
             self.active, self.reason, self.message = True, "Active", "Connected"
             self.lost_since = None
+
+
+def _news(old: JsonDoc | None, new: JsonDoc) -> bool:
+    """Whether a watched change tells the controller something: a copy or Job it did not
+    know, or a new status (all it reads of them). A write it made and saw answered is in the
+    cache already, and a change of metadata alone (the worker's Job adopting its Workload) plans
+    nothing: neither wakes it again."""
+    return old is None or (old.get("status") or {}) != (new.get("status") or {})
 
 
 def _rv(doc: JsonDoc) -> int:
