@@ -107,6 +107,15 @@ def _owner(doc: JsonDoc) -> JsonDoc:
     return refs[0] if isinstance(refs[0], dict) else {}
 
 
+def _pending_only(u: writes.WorkloadUpdate) -> bool:
+    """An update that only nominates workers or says why the check is still Pending."""
+    return (
+        u.finish is None
+        and u.cluster_name is None
+        and (u.state is None or u.state[0] == plan_mk.PENDING)
+    )
+
+
 def _job_kind(doc: JsonDoc) -> Kind | None:
     """The kind of the Job (or RayCluster, ...) that owns a workload; None for a bare one,
     whose copy is all that runs."""
@@ -485,11 +494,13 @@ class MultiKueueController:
             if mirror is not None:
                 mirrors.append(mirror)
         try:
-            writes.update_workloads(engine, updates, mirrors)
+            applied = set(writes.update_workloads(engine, updates, mirrors))
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
             raise
-        return [u.key for u in updates]
+        # The next pass plans again what these writes may lead to; a nomination and a Pending
+        # message lead to nothing of their own (the workers' answers and watches go on).
+        return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
 
     def _placed(self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]) -> str | None:
         """The worker this workload's Job went to while the hub has no clusterName yet; the

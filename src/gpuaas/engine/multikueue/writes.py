@@ -52,15 +52,15 @@ class StatusWrite:
 
 def update_workloads(
     engine: Engine, updates: list[WorkloadUpdate], statuses: Sequence[StatusWrite] = ()
-) -> int:
+) -> list[str]:
     """Apply a pass's updates and status writes in one settle and one commit (one durable
     write for all, where one commit each kept the pass waiting for an fsync per mirrored Job);
     an update the workload moved past meanwhile (no quota any more, gone, clusterName already
-    another) is skipped, and the next pass reads it again. Returns how many updates were
+    another) is skipped, and the next pass reads it again. Returns the keys of the updates
     applied."""
     if not updates and not statuses:
-        return 0
-    applied = 0
+        return []
+    applied: list[str] = []
     with engine._lock:
         engine._reload_if_failed()
         now = engine.clock()
@@ -80,7 +80,7 @@ def update_workloads(
                         engine._cluster.set_check_state(u.key, u.check, *u.state, now)
             except ApplyError:
                 continue
-            applied += 1
+            applied.append(u.key)
             for message in u.events:
                 engine.record_event(
                     Event(now, "Normal", "MultiKueue", f"Workload {u.key}", message, u.key)
@@ -105,7 +105,7 @@ def update_workload(
 ) -> bool:
     """One workload's update (``update_workloads`` of one); False when it was skipped."""
     update = WorkloadUpdate(key, check, state, nominated, cluster_name, None, tuple(events))
-    return update_workloads(engine, [update]) == 1
+    return bool(update_workloads(engine, [update]))
 
 
 def write_status(
