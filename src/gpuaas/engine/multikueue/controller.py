@@ -178,6 +178,8 @@ class MultiKueueController:
         # hub Job uid -> the worker's Job status last mirrored onto it: an unchanged status is
         # not read from the hub again, pass after pass, for every running workload.
         self._mirrored: dict[str, JsonDoc] = {}
+        # (worker, workload) -> its copy as last read and what remote_copy made of it
+        self._copies_read: dict[tuple[str, str], tuple[JsonDoc, plan_mk.RemoteCopy]] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -237,7 +239,7 @@ class MultiKueueController:
             self._full_at = time.monotonic()
             self._load_workers(engine)
         hub = self._read_hub(engine, keys)
-        views = {name: w.snapshot() for name, w in self.workers.items()}
+        views = {name: w.snapshot(keys) for name, w in self.workers.items()}
         if full:
             self._refresh_job_statuses(hub)
             self._write_cluster_status(engine, views, now)
@@ -411,11 +413,7 @@ class MultiKueueController:
                 for key in list(w.copies):
                     if key not in hub.workloads:
                         self._remove(w, key)
-            for key in set(self._placing) - set(hub.workloads):
-                del self._placing[key]
-            owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
-            for uid in set(self._mirrored) - owners:
-                del self._mirrored[uid]
+            self._forget(hub, views)
         kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
             mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
         )
@@ -434,7 +432,7 @@ class MultiKueueController:
                 nominated=tuple(status.get("nominatedClusterNames") or ()),
             )
             remotes = {
-                n: (remote_copy(w.copies[key], key in w.jobs) if key in w.copies else None)
+                n: (self._remote_copy(n, key, w) if key in w.copies else None)
                 for n, w in connected.items()
                 if n in clusters
             }
@@ -501,6 +499,28 @@ class MultiKueueController:
         # The next pass plans again what these writes may lead to; a nomination and a Pending
         # message lead to nothing of their own (the workers' answers and watches go on).
         return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
+
+    def _forget(self, hub: _Hub, views: dict[str, WorkerView]) -> None:
+        """A full pass drops what the controller remembers of workloads and copies gone."""
+        for key in set(self._placing) - set(hub.workloads):
+            del self._placing[key]
+        owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
+        for uid in set(self._mirrored) - owners:
+            del self._mirrored[uid]
+        for n, key in list(self._copies_read):
+            if n not in views or key not in views[n].copies:
+                del self._copies_read[(n, key)]
+
+    def _remote_copy(self, worker: str, key: str, w: WorkerView) -> plan_mk.RemoteCopy:
+        """``remote_copy`` of the worker's copy, read again only when the watch replaced it
+        (a workload is planned several times while its copy stays the same)."""
+        doc, has_job = w.copies[key], key in w.jobs
+        seen = self._copies_read.get((worker, key))
+        if seen is not None and seen[0] is doc and seen[1].has_job == has_job:
+            return seen[1]
+        read = remote_copy(doc, has_job)
+        self._copies_read[(worker, key)] = (doc, read)
+        return read
 
     def _placed(self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]) -> str | None:
         """The worker this workload's Job went to while the hub has no clusterName yet; the

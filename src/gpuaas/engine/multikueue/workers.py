@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,11 +104,18 @@ class Worker:
             self.copies, self.jobs = {}, {}
             self._synced.clear()
 
-    def snapshot(self) -> WorkerView:
+    def snapshot(self, keys: Collection[str] | None = None) -> WorkerView:
+        """The worker as it stands: its copies and Jobs, all of them or those of ``keys`` (a
+        pass that plans a few workloads copies no cache of every workload the worker holds)."""
         with self._lock:
+            if keys is None:
+                copies, jobs = dict(self.copies), dict(self.jobs)
+            else:
+                copies = {k: d for k in keys if (d := self.copies.get(k)) is not None}
+                jobs = {k: d for k in keys if (d := self.jobs.get(k)) is not None}
             return WorkerView(
                 self.name, self.client, self.active, self.reason, self.message,
-                self.lost_since, dict(self.copies), dict(self.jobs),
+                self.lost_since, copies, jobs,
             )  # fmt: skip
 
     def refresh_jobs(self) -> list[str]:
