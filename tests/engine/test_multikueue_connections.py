@@ -1,5 +1,5 @@
 """The hub's request/response calls to a worker (``remote.RemoteClient`` on kept-alive
-``http.client`` connections): a real ``gpuaas server`` answers creates, gets, lists and deletes
+``connections``): a real ``gpuaas server`` answers creates, gets, lists and deletes
 as before; a connection the worker closed while it was idle is replaced without the caller
 seeing it; a worker that refuses the connection or answers an error is a ``RemoteError`` that
 says which call, where and why."""
