@@ -36,12 +36,17 @@ class Stale(ConnectionResetError):
 class _Connection:
     """One socket and the parse of the answer it is reading (httptools' callbacks)."""
 
-    __slots__ = ("_body", "_done", "sock")
+    __slots__ = ("_body", "_done", "_keep", "_parser", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self._body: list[bytes] = []
-        self._done = False
+        self._done = self._keep = False
+        self._parser: httptools.HttpResponseParser | None = None
+
+    def on_headers_complete(self) -> None:
+        # Asked here: once the answer is complete the parser no longer says.
+        self._keep = self._parser is not None and self._parser.should_keep_alive()
 
     def on_body(self, data: bytes) -> None:
         self._body.append(data)
@@ -51,8 +56,8 @@ class _Connection:
 
     def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
         """Send ``request``, read the whole answer: (status, body, whether to keep it open)."""
-        self._body, self._done = [], False
-        parser = httptools.HttpResponseParser(self)
+        self._body, self._done, self._keep = [], False, False
+        parser = self._parser = httptools.HttpResponseParser(self)
         self.sock.sendall(request)
         received = False
         while not self._done:
@@ -66,7 +71,7 @@ class _Connection:
                 parser.feed_data(data)
             except httptools.HttpParserError as exc:
                 raise BadAnswer(f"bad answer: {exc}") from None
-        return parser.get_status_code(), b"".join(self._body), parser.should_keep_alive()
+        return parser.get_status_code(), b"".join(self._body), self._keep
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
