@@ -192,3 +192,21 @@ def test_a_chunked_answer_is_read_whole_and_a_closing_one_not_kept() -> None:
         c.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_list_of_statuses_keeps_names_versions_and_statuses_only(worker: ServerProcess) -> None:
+    c = RemoteClient(Target(worker.url, worker.admin_token, None))
+    try:
+        c.create(WORKLOADS, "workloads", _copy("s"))
+        full = c.get(WORKLOADS, "workloads", "default", "s")
+        assert full is not None
+        slim = c.list_statuses(WORKLOADS, "workloads", ORIGIN, "hub-a")
+        meta = full["metadata"]
+        assert slim == [{
+            "metadata": {"name": "s", "namespace": "default",
+                         "resourceVersion": meta["resourceVersion"]},
+            "status": full.get("status"),
+        }]  # fmt: skip
+        c.delete(WORKLOADS, "workloads", "default", "s")
+    finally:
+        c.close()

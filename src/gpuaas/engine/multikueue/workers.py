@@ -126,7 +126,7 @@ class Worker:
         if client is None:
             return []
         try:
-            items, _ = client.list_with_version(JOBS, "jobs", ORIGIN_LABEL, self.origin)
+            items = client.list_statuses(JOBS, "jobs", ORIGIN_LABEL, self.origin)
         except RemoteError:
             return []  # whether it answers is the watches' to say
         with self._lock:
