@@ -42,7 +42,8 @@ class WorkloadUpdate:
 @dataclass(frozen=True, slots=True)
 class StatusWrite:
     """The ``status`` of a stored object the core does not keep (a Job mirrored from its
-    worker), replaced whole."""
+    worker), replaced whole. It is stored as it is, not copied: nobody changes it after (the
+    controller's are the worker caches' documents, which are replaced, never edited)."""
 
     kind: Kind
     namespace: str | None
@@ -116,7 +117,8 @@ def write_status(
     with engine._lock:
         engine._reload_if_failed()
         batch = engine._new_batch()
-        found = _put_status(engine, batch, StatusWrite(kind, namespace, name, status))
+        write = StatusWrite(kind, namespace, name, copy.deepcopy(status))
+        found = _put_status(engine, batch, write)
         if not batch.writes:  # gone, or already so: nothing to wait for
             return found
         fut = engine._commit(batch)
@@ -134,9 +136,9 @@ def _put_status(engine: Engine, batch: Any, w: StatusWrite) -> bool:
     if doc.get("status") == w.status:
         return True
     rv = engine._next_rv()
-    doc["status"] = copy.deepcopy(w.status)
+    doc["status"] = w.status
     doc["metadata"]["resourceVersion"] = str(rv)
-    engine._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
+    engine._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED", doc)
     return True
 
 
