@@ -258,6 +258,9 @@ def main() -> None:
               f"{os.cpu_count()} CPUs)")  # fmt: skip
         print(f"  CPU over {wall:.1f} s: " + ", ".join(
             f"{k} {v:.1f} s ({v / wall:.0%} of a core)" for k, v in used.items()))  # fmt: skip
+        print("  CPU per workload admitted: " + ", ".join(
+            f"{k} {v / max(1, len(done)) * 1000:.2f} ms" for k, v in used.items())
+            + f", all {total / max(1, len(done)) * 1000:.2f} ms")  # fmt: skip
         print(f"  the load generator (this process: clients, watch, pod polling) used "
               f"{used['bench'] / total:.0%} of the CPU the bench's processes used")  # fmt: skip
     finally:

@@ -1,5 +1,5 @@
 """The hub's request/response calls to a worker (``remote.RemoteClient`` on kept-alive
-``http.client`` connections): a real ``gpuaas server`` answers creates, gets, lists and deletes
+``connections``): a real ``gpuaas server`` answers creates, gets, lists and deletes
 as before; a connection the worker closed while it was idle is replaced without the caller
 seeing it; a worker that refuses the connection or answers an error is a ``RemoteError`` that
 says which call, where and why."""
@@ -142,3 +142,71 @@ def test_a_tls_worker_with_its_ca_inline_and_a_wrong_ca_refused(tmp_path: Path) 
             if c is not None:
                 c.close()
         srv.kill()
+
+
+class _Chunked(BaseHTTPRequestHandler):
+    """Answers a GET with a chunked body in three pieces, then one with ``Connection: close``."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[int] = []
+
+    def do_GET(self) -> None:
+        _Chunked.seen.append(self.client_address[1])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if len(_Chunked.seen) == 1:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in (b'{"metadata":', b'{"name":"x"},', b'"kind":"Workload"}'):
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            body = b'{"metadata":{"name":"y"}}'
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_chunked_answer_is_read_whole_and_a_closing_one_not_kept() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chunked)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Chunked.seen = []
+    c = RemoteClient(Target(f"http://127.0.0.1:{server.server_address[1]}", "t", None))
+    try:
+        first = c.get(WORKLOADS, "workloads", "default", "x")
+        assert first == {"metadata": {"name": "x"}, "kind": "Workload"}
+        names = [c.get(WORKLOADS, "workloads", "default", "y") for _ in range(2)]
+        assert names == [{"metadata": {"name": "y"}}] * 2
+        # The chunked answer's connection was kept for the second call; the third needed a new
+        # one, since the second answer said it closes.
+        assert len(_Chunked.seen) == 3 and _Chunked.seen[0] == _Chunked.seen[1]
+        assert _Chunked.seen[2] != _Chunked.seen[1]
+    finally:
+        c.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_list_of_statuses_keeps_names_versions_and_statuses_only(worker: ServerProcess) -> None:
+    c = RemoteClient(Target(worker.url, worker.admin_token, None))
+    try:
+        c.create(WORKLOADS, "workloads", _copy("s"))
+        full = c.get(WORKLOADS, "workloads", "default", "s")
+        assert full is not None
+        slim = c.list_statuses(WORKLOADS, "workloads", ORIGIN, "hub-a")
+        meta = full["metadata"]
+        assert slim == [{
+            "metadata": {"name": "s", "namespace": "default",
+                         "resourceVersion": meta["resourceVersion"]},
+            "status": full.get("status"),
+        }]  # fmt: skip
+        c.delete(WORKLOADS, "workloads", "default", "s")
+    finally:
+        c.close()

@@ -14,7 +14,7 @@ import pytest
 from gpuaas.core.state import Phase
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import Invalid
-from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue import reads, writes
 from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND, SECRET, WORKLOAD
 
@@ -150,3 +150,44 @@ def test_an_external_dispatcher_writes_the_nomination(engine: Engine) -> None:
     assert out["status"]["nominatedClusterNames"] == ["w2"]
     with pytest.raises(Invalid, match="must be a list of MultiKueueCluster names"):
         engine.update_check_states("ns", "j", {"status": {"nominatedClusterNames": [""]}})
+
+
+def test_a_pass_writes_its_updates_and_mirrored_statuses_in_one_commit(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.serve_checks(MK)
+    _setup(engine, check=True)
+    _create(engine, "Job", _job("j"), "ns")
+    _create(engine, "Job", _job("k"), "ns")
+    commits: list[int] = []
+    submit = engine.committer.submit
+    monkeypatch.setattr(
+        engine.committer, "submit", lambda w, after=None: commits.append(len(w)) or submit(w, after)
+    )
+    job = BY_KIND["Job"]
+    mirrored = {"active": 1, "startTime": "2026-01-01T00:00:00Z"}
+    applied = writes.update_workloads(
+        engine,
+        [writes.WorkloadUpdate("ns/j", "mk", nominated=("a", "b")), writes.WorkloadUpdate(
+            "ns/gone", "mk", nominated=("a",))],
+        [writes.StatusWrite(job, "ns", "k", mirrored), writes.StatusWrite(job, "ns", "gone", {})],
+    )  # fmt: skip
+    assert applied == ["ns/j"]  # the update of a workload that is not there is skipped
+    assert len(commits) == 1
+    assert engine.get(WORKLOAD, "ns", "j")["status"]["nominatedClusterNames"] == ["a", "b"]
+    assert engine.get(job, "ns", "k")["status"] == mirrored
+    rv = engine.get(job, "ns", "k")["metadata"]["resourceVersion"]
+    assert writes.write_status(engine, job, "ns", "k", dict(mirrored))  # already so: no write
+    assert len(commits) == 1 and engine.get(job, "ns", "k")["metadata"]["resourceVersion"] == rv
+
+
+def test_a_pass_reads_many_documents_at_once(engine: Engine) -> None:
+    _setup(engine, check=True)
+    _create(engine, "Job", _job("j"), "ns")
+    docs = reads.read_docs(engine, [(WORKLOAD, "ns/j"), (WORKLOAD, "ns/none")])
+    assert list(docs) == ["ns/j"]  # one that is not there is left out
+    assert docs["ns/j"] == engine.get(WORKLOAD, "ns", "j")
+    docs["ns/j"]["spec"]["queueName"] = "edited"  # a copy of its own
+    assert engine.get(WORKLOAD, "ns", "j")["spec"]["queueName"] == "lq"
+    jobs = reads.read_docs(engine, [(BY_KIND["Job"], "ns/j")])
+    assert jobs["ns/j"]["spec"]["managedBy"] == MK

@@ -82,6 +82,19 @@ def test_the_cache_follows_the_worker(
     ))  # fmt: skip
     assert "default/other-hub" not in w.snapshot().copies  # another hub's origin
     assert "default/mine" in told  # each event names its workload
+    # A change that leaves the status as it was (here a label) is cached, but wakes nothing:
+    # the controller plans from copies' statuses only.
+    _until("the copy's admission in the cache", lambda: any(
+        cond.get("type") == "Admitted" and cond.get("status") == "True"
+        for cond in (w.snapshot().copies["default/mine"].get("status") or {}).get("conditions", [])
+    ))  # fmt: skip
+    woken = told.count("default/mine")
+    patch = {"metadata": {"labels": {"extra": "1"}}}
+    merge = {"Content-Type": "application/merge-patch+json"}
+    assert c.patch(f"{COPIES}/mine", json=patch, headers=merge).status_code == 200
+    _until("the label in the cache", lambda: "extra" in (
+        w.snapshot().copies["default/mine"]["metadata"].get("labels") or {}))  # fmt: skip
+    assert told.count("default/mine") == woken
     assert c.delete(f"{COPIES}/mine").status_code == 200
     _until("the deleted copy gone", lambda: "default/mine" not in w.snapshot().copies)
 

@@ -69,10 +69,10 @@ class Deletion:
             old = self._existing_unowned(kind, namespace, name, key, "delete")
             now = self.clock()
             batch = self._new_batch()
-            shown = old.doc
-            if finalizers.terminating(old.doc):
-                return old.doc
-            if finalizers.finalizers_of(old.doc):
+            shown = old.doc  # decoded once (each read of a record's doc decodes it anew)
+            if finalizers.terminating(shown):
+                return shown
+            if finalizers.finalizers_of(shown):
                 shown, fut = self._mark_deleted(kind, old, now, batch)
             else:
                 if kind is NAMESPACE:

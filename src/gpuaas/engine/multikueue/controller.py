@@ -26,7 +26,7 @@ import binascii
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +44,7 @@ from gpuaas.engine.multikueue.operations import (
     job_copy,
     workload_copy,
 )
+from gpuaas.engine.multikueue.reads import read_docs
 from gpuaas.engine.multikueue.remote import (
     WORKLOADS,
     KubeConfigError,
@@ -53,7 +54,14 @@ from gpuaas.engine.multikueue.remote import (
 from gpuaas.engine.multikueue.workers import Worker, WorkerView
 from gpuaas.engine.views import WorkloadView
 from gpuaas.vocab import multikueue as mk
-from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, SECRET, WORKLOAD
+from gpuaas.vocab.kinds import (
+    BY_KIND,
+    MULTIKUEUE_CLUSTER,
+    MULTIKUEUE_CONFIG,
+    SECRET,
+    WORKLOAD,
+    Kind,
+)
 from gpuaas.vocab.render import parse_rfc3339, rfc3339
 
 if TYPE_CHECKING:
@@ -91,6 +99,28 @@ def _true(doc: JsonDoc | None, type_: str) -> bool:
 def _key(doc: JsonDoc) -> str:
     meta = doc.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _owner(doc: JsonDoc) -> JsonDoc:
+    """A workload's first owner reference (its Job), or an empty one."""
+    refs = (doc.get("metadata") or {}).get("ownerReferences") or [{}]
+    return refs[0] if isinstance(refs[0], dict) else {}
+
+
+def _pending_only(u: writes.WorkloadUpdate) -> bool:
+    """An update that only nominates workers or says why the check is still Pending."""
+    return (
+        u.finish is None
+        and u.cluster_name is None
+        and (u.state is None or u.state[0] == plan_mk.PENDING)
+    )
+
+
+def _job_kind(doc: JsonDoc) -> Kind | None:
+    """The kind of the Job (or RayCluster, ...) that owns a workload; None for a bare one,
+    whose copy is all that runs."""
+    kind = BY_KIND.get(str(_owner(doc).get("kind", "")))
+    return kind if kind is not None and kind.job else None
 
 
 def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
@@ -145,6 +175,11 @@ class MultiKueueController:
         # workload -> the worker its Job was sent to, until the hub records it as clusterName:
         # the choice holds meanwhile, so a copy admitted elsewhere later never wins too.
         self._placing: dict[str, str] = {}
+        # hub Job uid -> the worker's Job status last mirrored onto it: an unchanged status is
+        # not read from the hub again, pass after pass, for every running workload.
+        self._mirrored: dict[str, JsonDoc] = {}
+        # (worker, workload) -> its copy as last read and what remote_copy made of it
+        self._copies_read: dict[tuple[str, str], tuple[JsonDoc, plan_mk.RemoteCopy]] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -204,7 +239,7 @@ class MultiKueueController:
             self._full_at = time.monotonic()
             self._load_workers(engine)
         hub = self._read_hub(engine, keys)
-        views = {name: w.snapshot() for name, w in self.workers.items()}
+        views = {name: w.snapshot(keys) for name, w in self.workers.items()}
         if full:
             self._refresh_job_statuses(hub)
             self._write_cluster_status(engine, views, now)
@@ -350,17 +385,11 @@ class MultiKueueController:
                 hub.clusters_of[str(ac["metadata"]["name"])] = clusters
         if not hub.clusters_of:
             return hub
-        docs: Sequence[JsonDoc] | list[JsonDoc]
+        docs: Iterable[JsonDoc]
         if keys is None:
             docs, _ = engine.list_objects(WORKLOAD)
         else:
-            docs = []
-            for key in sorted(keys):
-                ns, _, name = key.partition("/")
-                try:
-                    docs.append(engine.get(WORKLOAD, ns, name))
-                except EngineError:
-                    continue
+            docs = read_docs(engine, ((WORKLOAD, key) for key in sorted(keys))).values()
         for doc in docs:
             for entry in (doc.get("status") or {}).get("admissionChecks") or []:
                 if entry.get("name") in hub.clusters_of:
@@ -375,7 +404,8 @@ class MultiKueueController:
     ) -> list[str]:
         """Plan ``hub``'s workloads, start the remote writes, apply the hub's side; the keys of
         the workloads it updated on the hub."""
-        results: list[tuple[str, plan_mk.Plan, JsonDoc, bool]] = []
+        results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
+        sends: list[tuple[Kind, str, WorkerView]] = []  # Jobs to send to their worker
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
         if full:  # copies on workers whose manager workload no longer needs them: garbage
@@ -383,8 +413,7 @@ class MultiKueueController:
                 for key in list(w.copies):
                     if key not in hub.workloads:
                         self._remove(w, key)
-            for key in set(self._placing) - set(hub.workloads):
-                del self._placing[key]
+            self._forget(hub, views)
         kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
             mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
         )
@@ -403,7 +432,7 @@ class MultiKueueController:
                 nominated=tuple(status.get("nominatedClusterNames") or ()),
             )
             remotes = {
-                n: (remote_copy(w.copies[key], key in w.jobs) if key in w.copies else None)
+                n: (self._remote_copy(n, key, w) if key in w.copies else None)
                 for n, w in connected.items()
                 if n in clusters
             }
@@ -440,27 +469,58 @@ class MultiKueueController:
                 self._submit(
                     CREATE_COPY, connected[n], key, workload_copy(doc, self.options.origin)
                 )
-            job_missing = False
-            if p.create_job_on is not None:
-                job_missing = self._create_job(engine, connected[p.create_job_on], doc)
-            results.append((key, p, doc, job_missing))
+            if p.create_job_on is not None and (job_kind := _job_kind(doc)) is not None:
+                sends.append((job_kind, key, connected[p.create_job_on]))
+            results.append((key, p, doc))
+        sent = self._send_jobs(engine, sends)
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
             (views[str(doc["status"]["clusterName"])], key)
-            for key, p, doc, _ in results
+            for key, p, doc in results
             if p.finish is not None and (doc.get("status") or {}).get("clusterName") in views
         ]
         reads = self._pool.map(lambda wk: self.workers[wk[0].name].fresh_job(wk[1]), finishing)
         for (w, key), job in zip(finishing, list(reads), strict=True):
             if job is not None:
                 w.jobs[key] = job
-        updates = [
-            u
-            for key, p, doc, job_missing in results
-            if (u := self._write_back(engine, hub, key, p, doc, job_missing, connected)) is not None
-        ]
-        writes.update_workloads(engine, updates)
-        return [u.key for u in updates]
+        updates: list[writes.WorkloadUpdate] = []
+        mirrors: list[writes.StatusWrite] = []
+        for key, p, doc in results:
+            u, mirror = self._write_back(hub, key, p, doc, key in sent, connected)
+            if u is not None:
+                updates.append(u)
+            if mirror is not None:
+                mirrors.append(mirror)
+        try:
+            applied = set(writes.update_workloads(engine, updates, mirrors))
+        except Exception:  # not stored: the next pass mirrors these statuses again
+            self._mirrored.clear()
+            raise
+        # The next pass plans again what these writes may lead to; a nomination and a Pending
+        # message lead to nothing of their own (the workers' answers and watches go on).
+        return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
+
+    def _forget(self, hub: _Hub, views: dict[str, WorkerView]) -> None:
+        """A full pass drops what the controller remembers of workloads and copies gone."""
+        for key in set(self._placing) - set(hub.workloads):
+            del self._placing[key]
+        owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
+        for uid in set(self._mirrored) - owners:
+            del self._mirrored[uid]
+        for n, key in list(self._copies_read):
+            if n not in views or key not in views[n].copies:
+                del self._copies_read[(n, key)]
+
+    def _remote_copy(self, worker: str, key: str, w: WorkerView) -> plan_mk.RemoteCopy:
+        """``remote_copy`` of the worker's copy, read again only when the watch replaced it
+        (a workload is planned several times while its copy stays the same)."""
+        doc, has_job = w.copies[key], key in w.jobs
+        seen = self._copies_read.get((worker, key))
+        if seen is not None and seen[0] is doc and seen[1].has_job == has_job:
+            return seen[1]
+        read = remote_copy(doc, has_job)
+        self._copies_read[(worker, key)] = (doc, read)
+        return read
 
     def _placed(self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]) -> str | None:
         """The worker this workload's Job went to while the hub has no clusterName yet; the
@@ -489,44 +549,39 @@ class MultiKueueController:
         if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
             self._in_flight.submit(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
 
-    def _create_job(self, engine: Engine, w: WorkerView, local: JsonDoc) -> bool:
-        """Send the workload's Job to the worker that admitted its copy; False for a bare
-        Workload (its copy is all that runs), True while the Job is not known there."""
-        key = _key(local)
-        owner = ((local.get("metadata") or {}).get("ownerReferences") or [{}])[0]
-        kind = BY_KIND.get(str(owner.get("kind", "")))
-        if kind is None or not kind.job:
-            return False
-        ns, _, name = key.partition("/")
-        try:
-            job = engine.get(kind, ns, name)
-        except EngineError:
-            return False
-        self._placing[key] = w.name
-        body = job_copy(job, name, self.options.origin)
-        self._submit(CREATE_JOB, w, key, body, kind.base_path(), kind.plural)
-        return True
+    def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
+        """Send each workload's Job to the worker that admitted its copy (the Jobs read in one
+        go); the keys whose Job is on its way (one gone from the hub is not)."""
+        jobs = read_docs(engine, ((kind, key) for kind, key, _ in sends))
+        for kind, key, w in sends:
+            job = jobs.get(key)
+            if job is None:
+                continue
+            self._placing[key] = w.name
+            body = job_copy(job, key.partition("/")[2], self.options.origin)
+            self._submit(CREATE_JOB, w, key, body, kind.base_path(), kind.plural)
+        return set(jobs)
 
     def _write_back(
         self,
-        engine: Engine,
         hub: _Hub,
         key: str,
         p: plan_mk.Plan,
         doc: JsonDoc,
         job_missing: bool,
         connected: dict[str, WorkerView],
-    ) -> writes.WorkloadUpdate | None:
-        """The manager-side update a plan asks for, or None when nothing changes."""
+    ) -> tuple[writes.WorkloadUpdate | None, writes.StatusWrite | None]:
+        """The manager-side update a plan asks for (None when nothing changes) and the Job
+        status to mirror (None when it is as last mirrored)."""
         check = hub.check_of[key]
         if p.finish is not None:
             self._rounds.pop(key, None)
-            self._mirror_job(engine, key, doc, connected)
-            return writes.WorkloadUpdate(
+            update = writes.WorkloadUpdate(
                 key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
             )
+            return update, self._mirror_job(key, doc, connected)
         if job_missing and p.check is not None and p.check[0] == plan_mk.READY:
-            return None  # its Job is on its way to the worker: Ready waits until it is there
+            return None, None  # its Job is on its way to the worker: Ready waits for it
         status = doc.get("status") or {}
         current: JsonDoc = next(
             (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
@@ -537,26 +592,34 @@ class MultiKueueController:
         )
         if p.check is not None and p.check[0] == plan_mk.RETRY:
             self._rounds.pop(key, None)
+        mirror = None
         if status.get("clusterName") is not None:
-            self._mirror_job(engine, key, doc, connected)
+            mirror = self._mirror_job(key, doc, connected)
         if same_check and same_nomination and p.cluster_name is None and not p.events:
-            return None
-        return writes.WorkloadUpdate(
+            return None, mirror
+        update = writes.WorkloadUpdate(
             key, check, p.check, p.nominated, p.cluster_name, None, tuple(p.events)
         )
+        return update, mirror
 
     def _mirror_job(
-        self, engine: Engine, key: str, doc: JsonDoc, connected: dict[str, WorkerView]
-    ) -> None:
-        """Kueue's SyncJob for a batch Job: the worker's Job status, copied to the manager's."""
+        self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]
+    ) -> writes.StatusWrite | None:
+        """Kueue's SyncJob for a batch Job: the worker's Job status, to copy to the manager's
+        (None when there is none, or it is the status mirrored last time)."""
         chosen = connected.get(str((doc.get("status") or {}).get("clusterName") or ""))
         remote = chosen.jobs.get(key) if chosen is not None else None
-        owner = ((doc.get("metadata") or {}).get("ownerReferences") or [{}])[0]
+        owner = _owner(doc)
         kind = BY_KIND.get(str(owner.get("kind", "")))
         if remote is None or kind is None or not remote.get("status"):
-            return
+            return None
+        uid = str(owner.get("uid", ""))
+        if uid and self._mirrored.get(uid) == remote["status"]:
+            return None
+        if uid:
+            self._mirrored[uid] = remote["status"]
         ns, _, name = key.partition("/")
-        writes.write_status(engine, kind, ns, name, remote["status"])
+        return writes.StatusWrite(kind, ns, name, remote["status"])
 
 
 __all__ = ["MultiKueueController", "MultiKueueOptions", "Worker", "job_copy", "workload_copy"]

@@ -7,7 +7,8 @@ so one slow worker or one busy pass holds up nothing else (Kueue's reconciler li
 each workload apart). A write already in flight is not asked again by a later pass. When a
 worker answers, what it did is assumed in that worker's watched cache at once (as Kueue's cache
 assumes an admission before the API server confirms it) and the controller is woken: its next
-pass sees the copy or the Job without waiting for the watch event, which later confirms it. A
+pass sees the Job or the removal without waiting for the watch event, which later confirms it
+(a created copy wakes nothing: what a pass waits for is its admission, which the watch sends). A
 failed write is only logged: the next pass (at the latest after ``idle_interval``) plans it
 again from what the workers show.
 
@@ -132,7 +133,7 @@ class InFlight:
                 worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
             with self._lock:
                 self._busy.discard((op.verb, op.worker, op.key))
-        if ok:
+        if ok and op.verb != CREATE_COPY:  # a copy's news is its admission, which its watch sends
             self._wake(op.key)
 
 

@@ -6,9 +6,9 @@ namespace (or a file under a path), refuses unsafe ones (``InsecureKubeConfig``:
 off, a CA or token given as a file, basic auth, exec or auth-provider plugins) and connects with
 it. This module does the same over the plain Kubernetes paths, so a worker can be a gpuaas
 server or a Kubernetes cluster running Kueue: request/response calls (the copies' and Jobs'
-writes, lists, gets) on a small pool of kept-alive ``http.client`` connections with bodies
-encoded and decoded by msgspec (about a quarter of httpx's CPU per call, and the hub makes six
-writes per workload), watches on httpx's streams. It owns sockets only; what to call when is the
+writes, lists, gets) on a small pool of kept-alive connections (``connections``: one send of
+the request, the answer read by httptools' C parser) with bodies encoded and decoded by msgspec
+(the hub makes six writes per workload), watches on httpx's streams. It owns sockets only; what to call when is the
 controller's business. Every call has a short timeout, so that a worker that stops answering
 costs the controller seconds, never a hang.
 """
@@ -17,34 +17,48 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http.client
 import ssl
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 import msgspec
 import yaml
+
+from gpuaas.engine.multikueue.connections import Connections
 
 JsonDoc = dict[str, Any]
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2"
 JOBS = "/apis/batch/v1"
 _CONNECT, _READ = 2.0, 5.0
 _TIMEOUT = httpx.Timeout(_READ, connect=_CONNECT)
-_IDLE_MAX = 32  # kept-alive connections per worker (the controller's pool has 32 threads)
-# What a kept-alive connection the server closed meanwhile raises on its next request: retried
-# once on a new connection (a create that did happen answers 409, a delete 404: both fine).
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 # A watch asks the server to end it after this long (and the bookmarks it asks for come every
 # few seconds on a gpuaas server); a stream silent for longer than _WATCH_READ is re-watched.
 WATCH_SECONDS = 60
 _WATCH_READ = 15.0
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str = ""  # the wire's name
+
+
+class _Status(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    status: dict[str, Any] | None = None
+
+
+class _Statuses(msgspec.Struct):
+    items: list[_Status] = msgspec.field(default_factory=list)
+
+
+_decode_statuses = msgspec.json.Decoder(_Statuses).decode
 
 
 class KubeConfigError(Exception):
@@ -164,71 +178,6 @@ class Answer:
         raise RemoteError(f"{self.method} {self.path}: {self.status}: {message}")
 
 
-class _Connections:
-    """Kept-alive HTTP/1.1 connections to one server, each used by one call at a time: a call
-    takes an idle one (or opens one), and gives it back once the answer is read."""
-
-    def __init__(self, server: str, context: ssl.SSLContext | None) -> None:
-        url = urlsplit(server)
-        self.https = url.scheme == "https"
-        self.host = url.hostname or "localhost"
-        self.port = url.port or (443 if self.https else 80)
-        self.prefix = url.path.rstrip("/")  # a server URL with a path (a proxy's) keeps it
-        self.context = context or (ssl.create_default_context() if self.https else None)
-        self._idle: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def _open(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection
-        if self.https:
-            conn = http.client.HTTPSConnection(
-                self.host, self.port, timeout=_CONNECT, context=self.context
-            )
-        else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=_CONNECT)
-        conn.connect()
-        if conn.sock is not None:
-            conn.sock.settimeout(_READ)
-        return conn
-
-    def call(
-        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, bytes]:
-        """(1) take a connection, (2) send and read the whole answer, (3) keep the connection
-        unless the server closes it; a kept one found closed is retried once on a new one."""
-        for attempt in (0, 1):
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            reused = conn is not None
-            try:
-                if conn is None:
-                    conn = self._open()
-                conn.request(method, self.prefix + path, body=body, headers=headers)
-                r = conn.getresponse()
-                data = r.read()
-            except (OSError, http.client.HTTPException) as exc:
-                if conn is not None:
-                    conn.close()
-                if reused and attempt == 0 and isinstance(exc, _STALE):
-                    continue
-                raise
-            with self._lock:
-                if r.will_close or self._closed or len(self._idle) >= _IDLE_MAX:
-                    conn.close()
-                else:
-                    self._idle.append(conn)
-            return r.status, data
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
-
 class RemoteClient:
     """The manager's connection to one worker."""
 
@@ -240,9 +189,10 @@ class RemoteClient:
         self.http = httpx.Client(
             base_url=target.server, headers=headers, verify=verify, timeout=_TIMEOUT
         )
-        self._conns = _Connections(target.server, context)
-        self._headers = {**headers, "Accept": "application/json"}
-        self._body_headers = {**self._headers, "Content-Type": "application/json"}
+        self._conns = Connections(target.server, context, _CONNECT, _READ)
+        plain = {**headers, "Accept": "application/json"}
+        self._headers = "".join(f"{k}: {v}\r\n" for k, v in plain.items())
+        self._body_headers = f"{self._headers}Content-Type: application/json\r\n"
 
     def close(self) -> None:
         self._conns.close()
@@ -252,8 +202,8 @@ class RemoteClient:
         data = None if body is None else _encode(body)
         headers = self._headers if data is None else self._body_headers
         try:
-            status, answer = self._conns.call(method, path, data, headers)
-        except (OSError, http.client.HTTPException) as exc:
+            status, answer = self._conns.call(self._conns.request(method, path, headers, data))
+        except OSError as exc:
             detail = str(exc) or type(exc).__name__
             raise RemoteError(f"{method} {self.target.server}{path}: {detail}") from None
         return Answer(method, path.partition("?")[0], status, answer)
@@ -272,6 +222,21 @@ class RemoteClient:
         items = body.get("items") or []
         rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
         return [i for i in items if isinstance(i, dict)], rv
+
+    def list_statuses(self, base: str, plural: str, label: str, value: str) -> list[JsonDoc]:
+        """The labelled objects, each as its name, namespace, resourceVersion and status only
+        (the hub reads every Job of a worker again each second: decoding their specs and
+        managedFields cost it more than the rest of that re-read)."""
+        sel = quote(f"{label}={value}", safe="")
+        answer = self._call("GET", f"{base}/{plural}?labelSelector={sel}").ok()
+        try:
+            listed = _decode_statuses(answer.body)
+        except msgspec.DecodeError:
+            raise RemoteError(f"GET {base}/{plural}: not a list") from None
+        return [
+            {"metadata": msgspec.structs.asdict(i.metadata), "status": i.status}
+            for i in listed.items
+        ]
 
     def watch(
         self, base: str, plural: str, label: str, value: str, resource_version: str

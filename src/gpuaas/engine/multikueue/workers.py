@@ -4,8 +4,9 @@ Kueue's MultiKueue keeps an informer per worker: it lists the worker's Workloads
 then watches them, and every change wakes the reconciler for that workload. A ``Worker`` here does
 the same with one thread per watched resource (Workloads and Jobs labelled with this manager's
 origin): list, then watch from the list's resourceVersion, apply each event to its cache, call
-``notify`` (the controller's wake-up, with the changed workload's key), and on a failed call mark the worker unreachable and list
-again after a short pause. The controller never reads a worker over the network in its pass: it
+``notify`` (the controller's wake-up, with the changed workload's key) when the event is news to
+the controller (a new object, a new status, a deletion it did not assume), and on a failed call
+mark the worker unreachable and list again after a short pause. The controller never reads a worker over the network in its pass: it
 takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
 answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
 when its stream stays silent past the read timeout and the next watch gets no answer.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,11 +104,18 @@ class Worker:
             self.copies, self.jobs = {}, {}
             self._synced.clear()
 
-    def snapshot(self) -> WorkerView:
+    def snapshot(self, keys: Collection[str] | None = None) -> WorkerView:
+        """The worker as it stands: its copies and Jobs, all of them or those of ``keys`` (a
+        pass that plans a few workloads copies no cache of every workload the worker holds)."""
         with self._lock:
+            if keys is None:
+                copies, jobs = dict(self.copies), dict(self.jobs)
+            else:
+                copies = {k: d for k in keys if (d := self.copies.get(k)) is not None}
+                jobs = {k: d for k in keys if (d := self.jobs.get(k)) is not None}
             return WorkerView(
                 self.name, self.client, self.active, self.reason, self.message,
-                self.lost_since, dict(self.copies), dict(self.jobs),
+                self.lost_since, copies, jobs,
             )  # fmt: skip
 
     def refresh_jobs(self) -> list[str]:
@@ -118,7 +126,7 @@ class Worker:
         if client is None:
             return []
         try:
-            items, _ = client.list_with_version(JOBS, "jobs", ORIGIN_LABEL, self.origin)
+            items = client.list_statuses(JOBS, "jobs", ORIGIN_LABEL, self.origin)
         except RemoteError:
             return []  # whether it answers is the watches' to say
         with self._lock:
@@ -182,15 +190,18 @@ class Worker:
                         rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                         if type_ == "BOOKMARK":
                             continue
+                        key = key_of(obj)
                         with self._lock:
                             if stop.is_set():
                                 return
                             cache: dict[str, JsonDoc] = getattr(self, attr)
                             if type_ == "DELETED":
-                                cache.pop(key_of(obj), None)
+                                changed = cache.pop(key, None) is not None
                             else:
-                                cache[key_of(obj)] = obj
-                        self.notify(key_of(obj))
+                                changed = _news(cache.get(key), obj)
+                                cache[key] = obj
+                        if changed:
+                            self.notify(key)
             except RemoteError as exc:
                 with self._lock:
                     if stop.is_set():
@@ -210,6 +221,14 @@ class Worker:
         if self._synced == {a for a, _, _ in _RESOURCES}:
             self.active, self.reason, self.message = True, "Active", "Connected"
             self.lost_since = None
+
+
+def _news(old: JsonDoc | None, new: JsonDoc) -> bool:
+    """Whether a watched change tells the controller something: a copy or Job it did not
+    know, or a new status (all it reads of them). A write it made and saw answered is in the
+    cache already, and a change of metadata alone (the worker's Job adopting its Workload) plans
+    nothing: neither wakes it again."""
+    return old is None or (old.get("status") or {}) != (new.get("status") or {})
 
 
 def _rv(doc: JsonDoc) -> int:

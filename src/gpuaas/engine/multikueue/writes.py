@@ -10,6 +10,7 @@ are called from the controller's own thread, never from an engine hook, and neve
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,13 +39,29 @@ class WorkloadUpdate:
     events: tuple[str, ...] = ()
 
 
-def update_workloads(engine: Engine, updates: list[WorkloadUpdate]) -> int:
-    """Apply a pass's updates in one settle and one commit (one durable write for all); an
-    update the workload moved past meanwhile (no quota any more, gone, clusterName already
-    another) is skipped, and the next pass reads it again. Returns how many were applied."""
-    if not updates:
-        return 0
-    applied = 0
+@dataclass(frozen=True, slots=True)
+class StatusWrite:
+    """The ``status`` of a stored object the core does not keep (a Job mirrored from its
+    worker), replaced whole. It is stored as it is, not copied: nobody changes it after (the
+    controller's are the worker caches' documents, which are replaced, never edited)."""
+
+    kind: Kind
+    namespace: str | None
+    name: str
+    status: JsonDoc
+
+
+def update_workloads(
+    engine: Engine, updates: list[WorkloadUpdate], statuses: Sequence[StatusWrite] = ()
+) -> list[str]:
+    """Apply a pass's updates and status writes in one settle and one commit (one durable
+    write for all, where one commit each kept the pass waiting for an fsync per mirrored Job);
+    an update the workload moved past meanwhile (no quota any more, gone, clusterName already
+    another) is skipped, and the next pass reads it again. Returns the keys of the updates
+    applied."""
+    if not updates and not statuses:
+        return []
+    applied: list[str] = []
     with engine._lock:
         engine._reload_if_failed()
         now = engine.clock()
@@ -64,12 +81,14 @@ def update_workloads(engine: Engine, updates: list[WorkloadUpdate]) -> int:
                         engine._cluster.set_check_state(u.key, u.check, *u.state, now)
             except ApplyError:
                 continue
-            applied += 1
+            applied.append(u.key)
             for message in u.events:
                 engine.record_event(
                     Event(now, "Normal", "MultiKueue", f"Workload {u.key}", message, u.key)
                 )
         batch = engine._new_batch()
+        for w in statuses:
+            _put_status(engine, batch, w)
         engine._settle(now, batch)
         fut = engine._commit(batch)
     engine._wait(fut)
@@ -87,7 +106,7 @@ def update_workload(
 ) -> bool:
     """One workload's update (``update_workloads`` of one); False when it was skipped."""
     update = WorkloadUpdate(key, check, state, nominated, cluster_name, None, tuple(events))
-    return update_workloads(engine, [update]) == 1
+    return bool(update_workloads(engine, [update]))
 
 
 def write_status(
@@ -97,20 +116,29 @@ def write_status(
     a Job mirrored from its worker). False when it is gone or already says so."""
     with engine._lock:
         engine._reload_if_failed()
-        key = engine.key_of(kind, namespace, name)
-        old = engine.objects.get(key)
-        if old is None:
-            return False
-        if old.doc.get("status") == status:
-            return True
-        rv = engine._next_rv()
-        doc = copy.deepcopy(old.doc)
-        doc["status"] = copy.deepcopy(status)
-        doc["metadata"]["resourceVersion"] = str(rv)
         batch = engine._new_batch()
-        engine._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
+        write = StatusWrite(kind, namespace, name, copy.deepcopy(status))
+        found = _put_status(engine, batch, write)
+        if not batch.writes:  # gone, or already so: nothing to wait for
+            return found
         fut = engine._commit(batch)
     engine._wait(fut)
+    return found
+
+
+def _put_status(engine: Engine, batch: Any, w: StatusWrite) -> bool:
+    """Queue ``w`` in ``batch`` (under the engine lock) unless the object already says so;
+    False when it is gone."""
+    old = engine.objects.get(engine.key_of(w.kind, w.namespace, w.name))
+    if old is None:
+        return False
+    doc = old.doc  # a fresh copy, decoded on read
+    if doc.get("status") == w.status:
+        return True
+    rv = engine._next_rv()
+    doc["status"] = w.status
+    doc["metadata"]["resourceVersion"] = str(rv)
+    engine._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED", doc)
     return True
 
 
@@ -136,6 +164,7 @@ def write_admission_check_active(engine: Engine, name: str, condition: JsonDoc) 
 
 
 __all__ = [
+    "StatusWrite",
     "WorkloadUpdate",
     "update_workload",
     "update_workloads",
