@@ -2,13 +2,17 @@
 
 ``/`` and ``/static/...`` serve the files shipped in ``gpuaas/dashboard/static`` (no CDN, no build
 step). ``.../dashboard/summary`` answers ``dashboard_view.build_summary`` for the caller's token;
-``.../dashboard/stream`` sends the same summary as an SSE ``summary`` event on connect, within a
-fraction of a second of every committed change (through the engine's subscribe hook), and every
-few seconds otherwise. The summary is built and serialized once per burst of changes for all the
-open streams of one caller (``_Feed``), never once per stream: a stream sends the newest one, so a
-slow reader skips summaries instead of queueing them. EventSource cannot set headers, so both JSON routes take the token from
+``.../dashboard/stream`` sends the same summary as an SSE ``summary`` event on connect, and then,
+within a fraction of a second of every committed change (through the engine's subscribe hook) and
+every few seconds otherwise, a ``patch`` event: the summary's other fields and only the workload
+rows that changed (``dashboard_patch``), so a push costs a stream the size of the change, not of
+every workload. The summary and its patch are built and serialized once per burst of changes for
+all the open streams of one caller (``_Feed``), never once per stream; a stream that fell more than
+``PATCHES_KEPT`` pushes behind gets the newest whole summary instead, so a slow reader skips
+rather than queues. EventSource cannot set headers, so both JSON routes take the token from
 ``Authorization: Bearer`` or from ``?token=``. A sampler thread feeds the per-ClusterQueue usage
-history on every change and every few seconds. Nothing here changes engine state.
+history every few seconds, and on changes only while a stream is open: without a viewer the
+dashboard subscribes to nothing, so a commit costs it nothing. Nothing here changes engine state.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import AsyncIterator
 from functools import partial
 from importlib import resources
@@ -27,8 +32,10 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from gpuaas.api import dashboard_patch
 from gpuaas.api.auth import AuthError, Principal, authenticate
 from gpuaas.api.dashboard_view import UsageHistory, build_summary
+from gpuaas.api.watch import paced
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.tokens import Tokens
@@ -42,6 +49,7 @@ MAX_COALESCE_S = 0.9
 REFRESH_S = 5.0  # push anyway so sparklines and clocks move when nothing changes
 SAMPLE_EVERY_S = 3.0
 SAMPLE_MIN_GAP_S = 0.25
+PATCHES_KEPT = 16  # a stream further behind than this many pushes gets the whole summary again
 log = logging.getLogger(__name__)
 
 _TYPES = {
@@ -91,30 +99,32 @@ async def principal_of(request: Request) -> Principal:
 
 
 class _Sampler:
-    """Samples usage into the history on every committed change and every few seconds."""
+    """Samples usage into the history every few seconds, and sooner when ``poke``d (the open
+    feeds poke it on each burst of changes): it subscribes to no change itself, so without a
+    dashboard open a commit never wakes it."""
 
     def __init__(self, engine: Engine, history: UsageHistory) -> None:
         self.engine, self.history = engine, history
         self.stop = threading.Event()
         self._dirty = threading.Event()
-        self._sub: Any = engine.subscribe(lambda _c: True, lambda _c: self._dirty.set())
         self._thread = threading.Thread(target=self._run, name="gpuaas-dashboard", daemon=True)
         self._thread.start()
 
+    def poke(self) -> None:
+        """Something changed: sample soon (at most every ``SAMPLE_MIN_GAP_S``)."""
+        self._dirty.set()
+
     def _run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                self._dirty.wait(SAMPLE_EVERY_S)
-                self._dirty.clear()
-                if self.stop.is_set():
-                    break
-                try:
-                    self.history.sample(self.engine)
-                except Exception:  # never let a sample kill the sampler; try again next time
-                    continue
-                self.stop.wait(SAMPLE_MIN_GAP_S)
-        finally:
-            self._sub.close()
+        while not self.stop.is_set():
+            self._dirty.wait(SAMPLE_EVERY_S)
+            self._dirty.clear()
+            if self.stop.is_set():
+                break
+            try:
+                self.history.sample(self.engine)
+            except Exception:  # never let a sample kill the sampler; try again next time
+                continue
+            self.stop.wait(SAMPLE_MIN_GAP_S)
 
     def close(self) -> None:
         self.stop.set()
@@ -128,16 +138,31 @@ def _sse(event: str, data: Any) -> bytes:
 
 class _Feed:
     """One caller's summary, built once per burst of changes (and every ``REFRESH_S``) for all
-    of that caller's open streams, and serialized once: a stream only sends the newest bytes."""
+    of that caller's open streams, and serialized once, whole and as a patch of the one before:
+    a stream sends the patches it has not sent yet, or the newest whole summary."""
 
     def __init__(self, feeds: _Feeds, principal: Principal) -> None:
         self.feeds, self.principal = feeds, principal
         self.streams = 0
         self.seq = 0
-        self.data = b""
+        self.data = b""  # the newest summary, whole
+        self.patches: deque[tuple[int, bytes]] = deque(maxlen=PATCHES_KEPT)  # (seq, patch)
+        self.rows: list[dict[str, Any]] = []  # the newest summary's workloads
         self.fresh = asyncio.Condition()
         self.changed = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+
+    def _build(self) -> tuple[bytes, bytes | None, list[dict[str, Any]]]:
+        """The summary now (whole, and as a patch of the last one) and its workloads; in a
+        worker thread, as the summary reads the engine."""
+        f = self.feeds
+        summary = build_summary(f.engine, self.principal, f.history, f.node, f.telemetry)
+        p = dashboard_patch.patch(self.rows, summary) if self.seq else None
+        return (
+            _sse("summary", summary),
+            None if p is None else _sse("patch", p),
+            summary["workloads"],
+        )
 
     async def run(self) -> None:
         f = self.feeds
@@ -157,18 +182,21 @@ class _Feed:
         try:
             while self.streams > 0:
                 try:
-                    summary = await run_in_threadpool(
-                        build_summary, f.engine, self.principal, f.history, f.node, f.telemetry
-                    )
+                    data, patch, rows = await run_in_threadpool(self._build)
                 except Exception:  # the next change or refresh tries again
                     log.exception("building the dashboard summary failed")
                 else:
-                    self.data = _sse("summary", summary)
                     async with self.fresh:
                         self.seq += 1
+                        self.data, self.rows = data, rows
+                        if patch is None:
+                            self.patches.clear()
+                        else:
+                            self.patches.append((self.seq, patch))
                         self.fresh.notify_all()
                 try:
                     await asyncio.wait_for(self.changed.wait(), REFRESH_S)
+                    f.sampler.poke()
                     await asyncio.sleep(f.coalesce_s())
                 except TimeoutError:
                     pass
@@ -180,14 +208,22 @@ class _Feed:
     def _newer(self, seen: int) -> bool:
         return self.seq > seen
 
+    def _since(self, seen: int) -> list[bytes]:
+        """What a stream that sent everything up to ``seen`` sends now."""
+        if seen and self.patches and self.patches[0][0] <= seen + 1:
+            return [p for seq, p in self.patches if seq > seen]
+        return [self.data]
+
     async def updates(self) -> AsyncIterator[bytes]:
-        """The newest summary whenever it changes; a slow reader skips the ones it missed."""
+        """The whole summary, then each patch; a reader too far behind skips to the newest."""
         seen = 0
         while True:
             async with self.fresh:
                 await self.fresh.wait_for(partial(self._newer, seen))
+                parts = self._since(seen)
                 seen = self.seq
-            yield self.data
+            for data in parts:
+                yield data
 
 
 class _Feeds:
@@ -196,11 +232,12 @@ class _Feeds:
     def __init__(
         self,
         engine: Engine,
-        history: UsageHistory,
+        sampler: _Sampler,
         node: NodeInventory | None,
         telemetry: TelemetryBridge | None,
     ) -> None:
-        self.engine, self.history, self.node, self.telemetry = engine, history, node, telemetry
+        self.engine, self.sampler, self.node, self.telemetry = engine, sampler, node, telemetry
+        self.history = sampler.history
         self._feeds: dict[Principal, _Feed] = {}
 
     def coalesce_s(self) -> float:
@@ -227,12 +264,13 @@ class _Feeds:
                 feed.task.cancel()
 
 
-async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes]:
+async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes | memoryview]:
     feed = feeds.join(principal)
     try:
         yield b"retry: 1000\n\n"
         async for data in feed.updates():
-            yield data
+            async for piece in paced(data):
+                yield piece
     finally:
         feeds.leave(feed)
 
@@ -244,8 +282,8 @@ def install(app: FastAPI) -> None:
     history = UsageHistory()
     history.sample(engine)
     app.state.dashboard_history = history
-    app.state.dashboard_sampler = _Sampler(engine, history)
-    feeds = _Feeds(engine, history, node, telemetry)
+    sampler = app.state.dashboard_sampler = _Sampler(engine, history)
+    feeds = _Feeds(engine, sampler, node, telemetry)
     router = APIRouter()
 
     @router.get("/", include_in_schema=False)
