@@ -7,9 +7,8 @@ therefore gets the whole summary once (when it connects, or when it fell behind)
 ``patch`` events: every top-level field but ``workloads`` as the new summary has it, the rows
 that changed or appeared (``workloadsChanged``) and the keys of those that went
 (``workloadsRemoved``). Applying a patch (``apply_patch`` here, ``patched`` in the dashboard's
-``app.js``) gives exactly the new summary: a changed row keeps its place, a new one is appended.
-Where the new order is not that (a workload deleted and created again within one burst takes a
-new place), ``patch`` answers None and the feed sends the whole summary instead.
+``app.js``) gives exactly the new summary: a changed row keeps its place, a new one is appended
+(``api.dashboard_rows`` keeps the feed's rows in that order).
 
 Pure: it reads no engine and does no I/O.
 """
@@ -24,19 +23,12 @@ CHANGED = "workloadsChanged"
 REMOVED = "workloadsRemoved"
 
 
-def patch(old_rows: Sequence[JsonDoc], summary: JsonDoc) -> JsonDoc | None:
-    """The patch that turns a summary whose workloads were ``old_rows`` into ``summary``, or
-    None when applying one could not give ``summary``'s order of workloads."""
-    new_rows: list[JsonDoc] = summary["workloads"]
-    before = {w["key"]: w for w in old_rows}
-    keys = [w["key"] for w in new_rows]
-    now = set(keys)
-    kept = [k for k in before if k in now]
-    if keys[: len(kept)] != kept or any(k in before for k in keys[len(kept) :]):
-        return None  # a kept row moved, or a new one is not after every kept one
+def patch(summary: JsonDoc, changed: Sequence[JsonDoc], removed: Sequence[str]) -> JsonDoc:
+    """The patch that turns the summary before into ``summary``: ``changed`` are its rows that
+    changed or appeared since, ``removed`` the keys of those that went."""
     out = {k: v for k, v in summary.items() if k != "workloads"}
-    out[CHANGED] = [w for w in new_rows if before.get(w["key"]) != w]
-    out[REMOVED] = [k for k in before if k not in now]
+    out[CHANGED] = list(changed)
+    out[REMOVED] = list(removed)
     return out
 
 

@@ -32,9 +32,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from gpuaas.api import dashboard_patch
 from gpuaas.api.auth import AuthError, Principal, authenticate
-from gpuaas.api.dashboard_view import UsageHistory, build_summary
+from gpuaas.api.dashboard_rows import LiveRows
+from gpuaas.api.dashboard_view import SummaryParts, UsageHistory, build_summary
 from gpuaas.api.watch import paced
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
@@ -138,31 +138,28 @@ def _sse(event: str, data: Any) -> bytes:
 
 class _Feed:
     """One caller's summary, built once per burst of changes (and every ``REFRESH_S``) for all
-    of that caller's open streams, and serialized once, whole and as a patch of the one before:
-    a stream sends the patches it has not sent yet, or the newest whole summary."""
+    of that caller's open streams from the rows it keeps (``dashboard_rows.LiveRows``), and
+    serialized once as a patch of the one before; the whole summary is serialized only when a
+    stream needs it (it connected, or fell more than ``PATCHES_KEPT`` pushes behind)."""
 
     def __init__(self, feeds: _Feeds, principal: Principal) -> None:
         self.feeds, self.principal = feeds, principal
         self.streams = 0
         self.seq = 0
-        self.data = b""  # the newest summary, whole
+        self.summary: dict[str, Any] = {}  # the newest, whole
+        self._whole: tuple[int, asyncio.Future[bytes]] | None = None  # its bytes, once asked
         self.patches: deque[tuple[int, bytes]] = deque(maxlen=PATCHES_KEPT)  # (seq, patch)
-        self.rows: list[dict[str, Any]] = []  # the newest summary's workloads
+        parts = SummaryParts(feeds.engine, principal, feeds.history, feeds.node, feeds.telemetry)
+        self.live = LiveRows(parts)
         self.fresh = asyncio.Condition()
         self.changed = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    def _build(self) -> tuple[bytes, bytes | None, list[dict[str, Any]]]:
-        """The summary now (whole, and as a patch of the last one) and its workloads; in a
-        worker thread, as the summary reads the engine."""
-        f = self.feeds
-        summary = build_summary(f.engine, self.principal, f.history, f.node, f.telemetry)
-        p = dashboard_patch.patch(self.rows, summary) if self.seq else None
-        return (
-            _sse("summary", summary),
-            None if p is None else _sse("patch", p),
-            summary["workloads"],
-        )
+    def _build(self) -> tuple[dict[str, Any], bytes | None]:
+        """The summary now and its patch of the last one, serialized (None: none, the streams
+        start again from the whole); in a worker thread, as it reads the engine."""
+        summary, patch = self.live.update()
+        return summary, None if patch is None else _sse("patch", patch)
 
     async def run(self) -> None:
         f = self.feeds
@@ -173,22 +170,24 @@ class _Feed:
             ns = c.key.namespace
             return not ns or self.principal.admin or ns in self.principal.namespaces
 
-        def deliver(_c: Change) -> None:
+        def deliver(c: Change) -> None:
+            self.live.changed(c)
             if not flagged.is_set():
                 flagged.set()
                 loop.call_soon_threadsafe(self.changed.set)
 
+        # Subscribed before the first (whole) read: a change after it is told, none is missed.
         sub: Any = f.engine.subscribe(visible, deliver)
         try:
             while self.streams > 0:
                 try:
-                    data, patch, rows = await run_in_threadpool(self._build)
+                    summary, patch = await run_in_threadpool(self._build)
                 except Exception:  # the next change or refresh tries again
                     log.exception("building the dashboard summary failed")
                 else:
                     async with self.fresh:
                         self.seq += 1
-                        self.data, self.rows = data, rows
+                        self.summary = summary
                         if patch is None:
                             self.patches.clear()
                         else:
@@ -208,20 +207,32 @@ class _Feed:
     def _newer(self, seen: int) -> bool:
         return self.seq > seen
 
-    def _since(self, seen: int) -> list[bytes]:
-        """What a stream that sent everything up to ``seen`` sends now."""
+    def _patches_since(self, seen: int) -> list[bytes] | None:
+        """The patches a stream that sent everything up to ``seen`` sends now, or None when
+        it must start again from the whole summary."""
         if seen and self.patches and self.patches[0][0] <= seen + 1:
             return [p for seq, p in self.patches if seq > seen]
-        return [self.data]
+        return None
+
+    async def _whole_now(self) -> tuple[int, bytes]:
+        """The newest whole summary as sent, serialized once for every stream that asks."""
+        if self._whole is None or self._whole[0] != self.seq:
+            serialized = asyncio.ensure_future(run_in_threadpool(_sse, "summary", self.summary))
+            self._whole = (self.seq, serialized)
+        seq, whole = self._whole
+        return seq, await asyncio.shield(whole)
 
     async def updates(self) -> AsyncIterator[bytes]:
-        """The whole summary, then each patch; a reader too far behind skips to the newest."""
+        """The whole summary, then each patch; a reader too far behind starts again."""
         seen = 0
         while True:
             async with self.fresh:
                 await self.fresh.wait_for(partial(self._newer, seen))
-                parts = self._since(seen)
+                parts = self._patches_since(seen)
                 seen = self.seq
+            if parts is None:
+                seen, data = await self._whole_now()
+                parts = [data]
             for data in parts:
                 yield data
 

@@ -361,6 +361,7 @@ def cluster_view(
     namespaces: Collection[str] | None = None,
     why_pending: bool = False,
     local_queues: bool = False,
+    phases: Collection[Phase] | None = None,
 ) -> ClusterView:
     return ClusterView(
         rv=rv,
@@ -369,7 +370,11 @@ def cluster_view(
         flavors=tuple(cluster.flavors[n] for n in sorted(cluster.flavors)),
         local_queues=local_queue_views(cluster) if local_queues else (),
         workloads=workload_views(
-            cluster, namespaces=namespaces, why_pending=why_pending, with_positions=True
+            cluster,
+            namespaces=namespaces,
+            phases=phases,
+            why_pending=why_pending,
+            with_positions=True,
         )
         if workloads
         else (),
