@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gpuaas.api.watch import MAX_QUEUED, Joined, StreamQueue
+from gpuaas.api.watch import MAX_QUEUED, SLICE, Joined, StreamQueue, paced
 from gpuaas.store import Change, ObjectKey
 
 
@@ -58,5 +58,19 @@ def test_take_after_skips_what_was_sent_and_shares_a_whole_hand_off() -> None:
         assert data_b is shared.data() and last_b == 5
         b.receive(second)
         assert b.take_after(5) == (b"", 5)  # nothing after what was sent: nothing again
+
+    asyncio.run(run())
+
+
+def test_a_large_send_goes_out_in_slices() -> None:
+    """The slices are the data, in order, each at most ``SLICE`` bytes, so the server's flow
+    control can hold a stream back between them; a small send stays one piece."""
+
+    async def run() -> None:
+        data = bytes(range(256)) * (3 * SLICE // 256 + 7)
+        pieces = [bytes(p) async for p in paced(data)]
+        assert b"".join(pieces) == data
+        assert [len(p) for p in pieces] == [SLICE, SLICE, SLICE, len(data) - 3 * SLICE]
+        assert [p async for p in paced(b"small")] == [b"small"]
 
     asyncio.run(run())

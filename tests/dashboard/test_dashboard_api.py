@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from dashboard_helpers import GPUAAS, KUEUE, apply_seed, namespace_token
 
+from gpuaas.api.dashboard_patch import apply_patch
 from gpuaas.api.testing import ServerProcess
 
 DASH = f"{GPUAAS}/dashboard"
@@ -108,6 +109,7 @@ def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> 
     with plain_server.client() as c:
         apply_seed(c, "setup.yaml", "team-b-job.yaml")
     got: list[tuple[float, dict[str, Any]]] = []
+    kinds: list[str] = []
     ready = threading.Event()
 
     def listen() -> None:
@@ -117,8 +119,13 @@ def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> 
         ) as r:
             assert r.headers["content-type"].startswith("text/event-stream")
             for line in r.iter_lines():
-                if line.startswith("data:"):
-                    got.append((time.monotonic(), json.loads(line[5:])))
+                if line.startswith("event:"):
+                    kinds.append(line[6:].strip())
+                elif line.startswith("data:"):
+                    data = json.loads(line[5:])
+                    if kinds[-1] == "patch":  # what the dashboard shows after it
+                        data = apply_patch(got[-1][1], data)
+                    got.append((time.monotonic(), data))
                     ready.set()
                     if any(
                         by_key(s).get("team-a/team-a-job", {}).get("state") == "Admitted"
@@ -138,6 +145,8 @@ def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> 
     first = next(when for when, s in got if "team-a/team-a-job" in by_key(s))
     assert first - started < 1.0, f"the change was pushed {first - started:.2f}s after it"
     assert by_key(got[-1][1])["team-b/team-b-job"]["state"] == "Evicted"
+    # the whole summary once, then only what changed
+    assert kinds[0] == "summary" and set(kinds[1:]) == {"patch"}
 
 
 NODE_CONFIG = """\

@@ -178,3 +178,47 @@ def test_a_cluster_view_builds_only_what_was_asked_for(engine: Engine) -> None:
     assert (lq.reserving, lq.admitted, dict(lq.usage)) == (1, 1, {("rf", "cpu"): 1000})
     assert engine.view(workloads=True, namespaces={"other"}).workloads == ()
     assert engine.view().rv == full.rv
+
+
+class Evictor:
+    """Evicts ``key`` on its Admit and never confirms the stop: its pods are still stopping."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def on_attach(self, engine: Engine, now: float) -> None:
+        pass
+
+    def on_tick(self, engine: Engine, now: float) -> None:
+        pass
+
+    def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
+        for d in decisions:
+            if isinstance(d, Admit) and d.workload == self.key:
+                engine.evict(d.workload, "Test", "evicted by the observer", now)
+
+
+def test_a_queue_view_counts_a_workload_being_evicted_as_reserving_not_admitted(
+    engine: Engine,
+) -> None:
+    """The admitted count comes from the core's index of evicting workloads, not from a pass
+    over every holder: it must agree with the holders' phases before, during and after."""
+    engine.add_observer(Evictor("ns/b"))
+    _setup(engine, cpu=4)
+    for name in ("a", "b", "c"):
+        _create(engine, "Workload", _workload(name), "ns")
+
+    def counts() -> tuple[int, int, int]:
+        (cq,) = engine.view().cluster_queues
+        holders = engine.workloads(phases=(Phase.ADMITTED, Phase.EVICTING))
+        assert cq.admitted == sum(1 for w in holders if w.phase == Phase.ADMITTED)
+        return cq.pending, cq.reserving, cq.admitted
+
+    b = engine.workload("ns/b")
+    assert b is not None and b.phase == Phase.EVICTING
+    assert counts() == (0, 3, 2)
+    engine.confirm_stopped("ns/b", engine.clock())
+    engine.settle()
+    assert counts() == (1, 2, 2)  # requeued: pending, and no longer holding quota
+    engine.delete(BY_KIND["Workload"], "ns", "a")  # b is admitted again, and evicted again
+    assert counts() == (0, 2, 1)

@@ -2,11 +2,14 @@
 
 ``/`` and ``/static/...`` serve the files shipped in ``gpuaas/dashboard/static`` (no CDN, no build
 step). ``.../dashboard/summary`` answers ``dashboard_view.build_summary`` for the caller's token;
-``.../dashboard/stream`` sends the same summary as an SSE ``summary`` event on connect, within a
-fraction of a second of every committed change (through the engine's subscribe hook), and every
-few seconds otherwise. The summary is built and serialized once per burst of changes for all the
-open streams of one caller (``_Feed``), never once per stream: a stream sends the newest one, so a
-slow reader skips summaries instead of queueing them. EventSource cannot set headers, so both JSON routes take the token from
+``.../dashboard/stream`` sends the same summary as an SSE ``summary`` event on connect, and then,
+within a fraction of a second of every committed change (through the engine's subscribe hook) and
+every few seconds otherwise, a ``patch`` event: the summary's other fields and only the workload
+rows that changed (``dashboard_patch``), so a push costs a stream the size of the change, not of
+every workload. The summary and its patch are built and serialized once per burst of changes for
+all the open streams of one caller (``_Feed``), never once per stream; a stream that fell more than
+``PATCHES_KEPT`` pushes behind gets the newest whole summary instead, so a slow reader skips
+rather than queues. EventSource cannot set headers, so both JSON routes take the token from
 ``Authorization: Bearer`` or from ``?token=``. A sampler thread feeds the per-ClusterQueue usage
 history on every change and every few seconds. Nothing here changes engine state.
 """
@@ -17,6 +20,7 @@ import asyncio
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import AsyncIterator
 from functools import partial
 from importlib import resources
@@ -28,7 +32,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api.auth import AuthError, Principal, authenticate
-from gpuaas.api.dashboard_view import UsageHistory, build_summary
+from gpuaas.api.dashboard_rows import LiveRows
+from gpuaas.api.dashboard_view import SummaryParts, UsageHistory, build_summary
+from gpuaas.api.watch import paced
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.tokens import Tokens
@@ -42,6 +48,7 @@ MAX_COALESCE_S = 0.9
 REFRESH_S = 5.0  # push anyway so sparklines and clocks move when nothing changes
 SAMPLE_EVERY_S = 3.0
 SAMPLE_MIN_GAP_S = 0.25
+PATCHES_KEPT = 16  # a stream further behind than this many pushes gets the whole summary again
 log = logging.getLogger(__name__)
 
 _TYPES = {
@@ -91,7 +98,15 @@ async def principal_of(request: Request) -> Principal:
 
 
 class _Sampler:
-    """Samples usage into the history on every committed change and every few seconds."""
+    """Samples usage into the history on every committed change (at most every
+    ``SAMPLE_MIN_GAP_S``) and every few seconds; a sample reads the ClusterQueues only.
+
+    It stays subscribed without a viewer, on purpose (tried, 2026-11-26): with no subscriber
+    the watch hub's thread no longer woke on each commit, and a lone client's creates over HTTP
+    got slower, not faster (255 and 400 against 431 and 653 creates/s, runs in both orders, the
+    same CPU per create), while in-process, without the HTTP side, they got faster: what costs
+    there is the wake-ups of the request's threads, not this subscriber's work.
+    """
 
     def __init__(self, engine: Engine, history: UsageHistory) -> None:
         self.engine, self.history = engine, history
@@ -128,16 +143,28 @@ def _sse(event: str, data: Any) -> bytes:
 
 class _Feed:
     """One caller's summary, built once per burst of changes (and every ``REFRESH_S``) for all
-    of that caller's open streams, and serialized once: a stream only sends the newest bytes."""
+    of that caller's open streams from the rows it keeps (``dashboard_rows.LiveRows``), and
+    serialized once as a patch of the one before; the whole summary is serialized only when a
+    stream needs it (it connected, or fell more than ``PATCHES_KEPT`` pushes behind)."""
 
     def __init__(self, feeds: _Feeds, principal: Principal) -> None:
         self.feeds, self.principal = feeds, principal
         self.streams = 0
         self.seq = 0
-        self.data = b""
+        self.summary: dict[str, Any] = {}  # the newest, whole
+        self._whole: tuple[int, asyncio.Future[bytes]] | None = None  # its bytes, once asked
+        self.patches: deque[tuple[int, bytes]] = deque(maxlen=PATCHES_KEPT)  # (seq, patch)
+        parts = SummaryParts(feeds.engine, principal, feeds.history, feeds.node, feeds.telemetry)
+        self.live = LiveRows(parts)
         self.fresh = asyncio.Condition()
         self.changed = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+
+    def _build(self) -> tuple[dict[str, Any], bytes | None]:
+        """The summary now and its patch of the last one, serialized (None: none, the streams
+        start again from the whole); in a worker thread, as it reads the engine."""
+        summary, patch = self.live.update()
+        return summary, None if patch is None else _sse("patch", patch)
 
     async def run(self) -> None:
         f = self.feeds
@@ -148,24 +175,28 @@ class _Feed:
             ns = c.key.namespace
             return not ns or self.principal.admin or ns in self.principal.namespaces
 
-        def deliver(_c: Change) -> None:
+        def deliver(c: Change) -> None:
+            self.live.changed(c)
             if not flagged.is_set():
                 flagged.set()
                 loop.call_soon_threadsafe(self.changed.set)
 
+        # Subscribed before the first (whole) read: a change after it is told, none is missed.
         sub: Any = f.engine.subscribe(visible, deliver)
         try:
             while self.streams > 0:
                 try:
-                    summary = await run_in_threadpool(
-                        build_summary, f.engine, self.principal, f.history, f.node, f.telemetry
-                    )
+                    summary, patch = await run_in_threadpool(self._build)
                 except Exception:  # the next change or refresh tries again
                     log.exception("building the dashboard summary failed")
                 else:
-                    self.data = _sse("summary", summary)
                     async with self.fresh:
                         self.seq += 1
+                        self.summary = summary
+                        if patch is None:
+                            self.patches.clear()
+                        else:
+                            self.patches.append((self.seq, patch))
                         self.fresh.notify_all()
                 try:
                     await asyncio.wait_for(self.changed.wait(), REFRESH_S)
@@ -180,14 +211,34 @@ class _Feed:
     def _newer(self, seen: int) -> bool:
         return self.seq > seen
 
+    def _patches_since(self, seen: int) -> list[bytes] | None:
+        """The patches a stream that sent everything up to ``seen`` sends now, or None when
+        it must start again from the whole summary."""
+        if seen and self.patches and self.patches[0][0] <= seen + 1:
+            return [p for seq, p in self.patches if seq > seen]
+        return None
+
+    async def _whole_now(self) -> tuple[int, bytes]:
+        """The newest whole summary as sent, serialized once for every stream that asks."""
+        if self._whole is None or self._whole[0] != self.seq:
+            serialized = asyncio.ensure_future(run_in_threadpool(_sse, "summary", self.summary))
+            self._whole = (self.seq, serialized)
+        seq, whole = self._whole
+        return seq, await asyncio.shield(whole)
+
     async def updates(self) -> AsyncIterator[bytes]:
-        """The newest summary whenever it changes; a slow reader skips the ones it missed."""
+        """The whole summary, then each patch; a reader too far behind starts again."""
         seen = 0
         while True:
             async with self.fresh:
                 await self.fresh.wait_for(partial(self._newer, seen))
+                parts = self._patches_since(seen)
                 seen = self.seq
-            yield self.data
+            if parts is None:
+                seen, data = await self._whole_now()
+                parts = [data]
+            for data in parts:
+                yield data
 
 
 class _Feeds:
@@ -227,12 +278,13 @@ class _Feeds:
                 feed.task.cancel()
 
 
-async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes]:
+async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes | memoryview]:
     feed = feeds.join(principal)
     try:
         yield b"retry: 1000\n\n"
         async for data in feed.updates():
-            yield data
+            async for piece in paced(data):
+                yield piece
     finally:
         feeds.leave(feed)
 

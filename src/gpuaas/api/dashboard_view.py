@@ -394,75 +394,104 @@ def build_summary(
     ``node`` is the server's own node inventory; without one no flavor lists a matching node.
     ``telemetry`` is the server's telemetry bridge, if telemetry runs (the GPU panel).
     """
-    nodes = [node] if node is not None else []
-
-    def visible(ns: str) -> bool:
-        return principal.admin or ns in principal.namespaces
-
     # One consistent read: views at one resourceVersion, "why pending" for the table.
     view = engine.view(workloads=True, namespaces=principal.namespace_filter(), why_pending=True)
-    rv = view.rv
-    cqs, specs = _cluster_queues(view, history)
-    cohorts = _cohorts(view.cohorts, view.cluster_queues)
-    workloads = workload_rows(view.workloads)
-    flavors = _flavors(view.flavors, specs, nodes)
     lqs, _ = engine.list_objects(BY_KIND["LocalQueue"], principal.namespace_filter())
-    gpus = gpu_panel(telemetry, workloads, visible)
-    events = _events(engine, principal)
-    counts = {s: sum(1 for w in workloads if w["state"] == s) for s in _STATES}
-    # An Evicted workload is pending again (its badge says both, and the queues count it as
-    # pending, as Kueue's pendingWorkloads does): the overview's Pending must agree with them.
-    counts["Pending"] += counts["Evicted"]
-    return {
-        "apiVersion": "gpuaas.dev/v1alpha1",
-        "kind": "DashboardSummary",
-        "resourceVersion": str(rv),
-        "generatedAt": time.time(),
-        "principal": {
-            "name": principal.name,
-            "admin": principal.admin,
-            "namespaces": sorted(principal.namespaces),
-        },
-        "totals": {
-            "clusterQueues": len(cqs),
-            "cohorts": len(cohorts),
-            "localQueues": len(lqs),
-            "flavors": len(flavors),
-            "workloads": len(workloads),
-            **{s[0].lower() + s[1:]: n for s, n in counts.items()},
-            "gpusInUse": len(gpus["gpus"])
-            if gpus["source"] == "quota"
-            else sum(1 for g in gpus["gpus"] if g.get("workload")),
-            "gpuQuota": sum(
-                r["nominal"] for q in cqs for r in q["resources"] if r["resource"] == GPU
-            ),
-        },
-        "cohorts": cohorts,
-        "clusterQueues": cqs,
-        "localQueues": [
-            {
-                "namespace": d["metadata"]["namespace"],
-                "name": d["metadata"]["name"],
-                "clusterQueue": d["status"]["clusterQueue"],
-                "pending": d["status"]["pendingWorkloads"],
-                "admitted": d["status"]["admittedWorkloads"],
-            }
-            for d in lqs
-        ],
-        "workloads": workloads,
-        "flavors": flavors,
-        "nodes": [
-            {
-                "name": n.name,
-                "labels": dict(n.labels),
-                "gpus": len(n.gpus),
-                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in n.taints],
-            }
-            for n in nodes
-        ],
-        "events": events,
-        "gpus": gpus,
-    }
+    queues = [
+        {
+            "namespace": d["metadata"]["namespace"],
+            "name": d["metadata"]["name"],
+            "clusterQueue": d["status"]["clusterQueue"],
+            "pending": d["status"]["pendingWorkloads"],
+            "admitted": d["status"]["admittedWorkloads"],
+        }
+        for d in lqs
+    ]
+    parts = SummaryParts(engine, principal, history, node, telemetry)
+    return parts.assemble(view, workload_rows(view.workloads), queues)
+
+
+class SummaryParts:
+    """What a summary is made of besides its workload rows and LocalQueues, for one caller:
+    ``build_summary`` reads those whole, the live feed keeps them from the changes it sees
+    (``api.dashboard_rows``); both shape the rest here."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        principal: Principal,
+        history: UsageHistory,
+        node: NodeInventory | None = None,
+        telemetry: TelemetryBridge | None = None,
+    ) -> None:
+        self.engine, self.principal, self.history = engine, principal, history
+        self.node, self.telemetry = node, telemetry
+
+    def visible(self, ns: str) -> bool:
+        return self.principal.admin or ns in self.principal.namespaces
+
+    def assemble(
+        self, view: ClusterView, workloads: list[JsonDoc], local_queues: list[JsonDoc]
+    ) -> JsonDoc:
+        """The summary from ``view`` (its queues, cohorts and flavors), the table's rows and the
+        LocalQueues (``namespace``, ``name``, ``clusterQueue``, ``pending``, ``admitted``)."""
+        principal = self.principal
+        nodes = [self.node] if self.node is not None else []
+        cqs, specs = _cluster_queues(view, self.history)
+        cohorts = _cohorts(view.cohorts, view.cluster_queues)
+        flavors = _flavors(view.flavors, specs, nodes)
+        gpus = gpu_panel(self.telemetry, workloads, self.visible)
+        events = _events(self.engine, principal)
+        counts = dict.fromkeys(_STATES, 0)
+        for w in workloads:
+            if w["state"] in counts:
+                counts[w["state"]] += 1
+        # An Evicted workload is pending again (its badge says both, and the queues count it
+        # as pending, as Kueue's pendingWorkloads does): the overview's Pending must agree.
+        counts["Pending"] += counts["Evicted"]
+        return {
+            "apiVersion": "gpuaas.dev/v1alpha1",
+            "kind": "DashboardSummary",
+            "resourceVersion": str(view.rv),
+            "generatedAt": time.time(),
+            "principal": {
+                "name": principal.name,
+                "admin": principal.admin,
+                "namespaces": sorted(principal.namespaces),
+            },
+            "totals": {
+                "clusterQueues": len(cqs),
+                "cohorts": len(cohorts),
+                "localQueues": len(local_queues),
+                "flavors": len(flavors),
+                "workloads": len(workloads),
+                **{s[0].lower() + s[1:]: n for s, n in counts.items()},
+                "gpusInUse": len(gpus["gpus"])
+                if gpus["source"] == "quota"
+                else sum(1 for g in gpus["gpus"] if g.get("workload")),
+                "gpuQuota": sum(
+                    r["nominal"] for q in cqs for r in q["resources"] if r["resource"] == GPU
+                ),
+            },
+            "cohorts": cohorts,
+            "clusterQueues": cqs,
+            "localQueues": local_queues,
+            "workloads": workloads,
+            "flavors": flavors,
+            "nodes": [
+                {
+                    "name": n.name,
+                    "labels": dict(n.labels),
+                    "gpus": len(n.gpus),
+                    "taints": [
+                        {"key": t.key, "value": t.value, "effect": t.effect} for t in n.taints
+                    ],
+                }
+                for n in nodes
+            ],
+            "events": events,
+            "gpus": gpus,
+        }
 
 
 _STATES = ("Admitted", "Pending", "Evicted", "Evicting", "Finished", "Inactive")

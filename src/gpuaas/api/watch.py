@@ -34,6 +34,7 @@ from gpuaas.store import Change
 from gpuaas.vocab.kinds import Kind
 
 MAX_QUEUED = 10_000  # changes a stream may have waiting; more, and it ends (the client re-watches)
+SLICE = 64 * 1024  # the most bytes one stream writes in one turn of the event loop
 BOOKMARK_SECONDS = 5.0  # how long an idle stream waits before it sends a bookmark
 
 
@@ -58,6 +59,23 @@ def too_large(resource_version: int, current: int) -> bytes:
     return _event(
         "ERROR", status_doc(504, message, "Timeout", {"causes": [cause], "retryAfterSeconds": 1})
     )
+
+
+async def paced(data: bytes) -> AsyncIterator[bytes | memoryview]:
+    """``data`` in slices of at most ``SLICE`` bytes (views, not copies).
+
+    The server waits for a lagging reader between two writes (its flow control), never within
+    one: a stream that wrote a hand-off's megabytes at once had them all copied into its
+    transport's buffer, however far behind its reader was, so the bounded queue never filled
+    and the server kept the backlog in memory instead. In slices, a lagging stream stops
+    after a slice or two, its queue fills, and it ends when it is too far behind (``MAX_QUEUED``).
+    """
+    if len(data) <= SLICE:
+        yield data
+        return
+    view = memoryview(data)
+    for start in range(0, len(data), SLICE):
+        yield view[start : start + SLICE]
 
 
 class Joined:
@@ -181,7 +199,7 @@ async def stream(
     history: int | None = None,
     encoding_key: Hashable | None = None,
     filter_key: Hashable | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncIterator[bytes | memoryview]:
     """``history``: how many changes back a resourceVersion may start (None: all of them).
     ``encoding_key``: equal for streams whose ``shape`` renders alike (API version, format), so
     that each change is encoded once for all of them; None: this stream's own. ``filter_key``:
@@ -247,7 +265,7 @@ async def stream(
                     yield bookmark()
                 continue
             data, last = pending.take_after(last)
-            if data:
-                yield data
+            async for piece in paced(data):
+                yield piece
     finally:
         sub.close()

@@ -272,10 +272,12 @@ class ReadModel:
         namespaces: Collection[str] | None = None,
         why_pending: bool = False,
         local_queues: bool = False,
+        phases: Collection[Phase] | None = None,
     ) -> ClusterView:
         """ClusterQueues, cohorts and flavors at one resourceVersion; with ``workloads`` also
         the workloads (in ``namespaces`` if given, with their queue positions, and with "why
-        pending" if ``why_pending``); with ``local_queues`` the LocalQueues' counts and usage."""
+        pending" if ``why_pending``; only in ``phases`` if given); with ``local_queues`` the
+        LocalQueues' counts and usage."""
         with self._lock:
             return views.cluster_view(
                 self._cluster,
@@ -284,6 +286,7 @@ class ReadModel:
                 namespaces=namespaces,
                 why_pending=why_pending,
                 local_queues=local_queues,
+                phases=phases,
             )
 
     def workload(self, key: str, *, why_pending: bool = False) -> WorkloadView | None:

@@ -95,6 +95,8 @@ function connect() {
   const es = new EventSource(`${API}/dashboard/stream?token=${encodeURIComponent(state.token)}`);
   state.stream = es;
   es.addEventListener("summary", (e) => { setLive(true); receive(JSON.parse(e.data)); });
+  // after the whole summary, the feed sends only what changed (api/dashboard_patch.py)
+  es.addEventListener("patch", (e) => { if (state.summary) { setLive(true); receive(patched(state.summary, JSON.parse(e.data))); } });
   es.onerror = () => {
     setLive(false);
     if (es.readyState === EventSource.CLOSED) {
@@ -103,6 +105,15 @@ function connect() {
       startPolling();
     }
   };
+}
+// A patch: the summary's fields but its workloads, plus the rows that changed or appeared and the
+// keys of those that went. A changed row keeps its place and a new one goes last, as on the server.
+function patched(prev, p) {
+  const rows = new Map(prev.workloads.map((w) => [w.key, w]));
+  for (const key of p.workloadsRemoved) rows.delete(key);
+  for (const w of p.workloadsChanged) rows.set(w.key, w);
+  const { workloadsChanged, workloadsRemoved, ...rest } = p;
+  return { ...rest, workloads: [...rows.values()] };
 }
 function startPolling() {
   if (state.poll) return;
