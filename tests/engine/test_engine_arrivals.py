@@ -232,3 +232,21 @@ def test_close_right_after_a_create_stops_the_scheduler_thread(tmp_path: Path) -
         engine.create(WL, "t", workload("w", 1, False))
         engine.close()
         assert not thread.is_alive(), f"round {i}: the scheduler thread outlived close()"
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_the_records_held_are_deflated_once_stored(tmp_path: Path, background: bool) -> None:
+    """Records are built as plain JSON under the lock and deflated on the group committer's
+    thread once stored (``store.compact_held``): what the engine holds for good stays small."""
+    engine = Engine(open_store(str(tmp_path / "g.db")), clock=Clock())
+    for doc in setup_docs(3):
+        engine.create(BY_KIND[doc["kind"]], doc["metadata"].get("namespace"), doc)
+    if background:
+        engine.start_scheduler()
+    for i in range(30):
+        engine.create(WL, "t", workload(f"w{i}", 1, False))
+    engine.settle()
+    engine.close()  # the committer's thread has run its hook for every batch
+    held = [r for r in engine.objects.values() if r.key.gk == WL.gk]
+    assert len(held) == 30 and all("status" in r.doc for r in held)
+    assert all(r.size * 2 < len(r.doc_json) for r in held)

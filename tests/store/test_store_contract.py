@@ -162,6 +162,29 @@ def test_group_commit_batches_concurrent_writers(store: Store) -> None:
     assert gc.batches < 400  # several writers shared a transaction
 
 
+def test_group_commit_runs_its_hook_once_a_batch_is_answered(store: Store) -> None:
+    answered: list[tuple[bool, list[str]]] = []
+    futures: list[Future[None]] = []
+
+    def acknowledged(writes: object) -> None:
+        assert isinstance(writes, list)
+        names = [w.record.key.name for w in writes if isinstance(w, PutObject)]
+        answered.append((all(f.done() for f in futures), names))
+        if names == ["boom"]:
+            raise RuntimeError("a failing hook loses nothing")
+
+    gc = GroupCommitter(store, acknowledged=acknowledged)
+    futures.append(gc.submit([PutObject(_obj("a", 1))]))
+    futures[-1].result(timeout=30)
+    futures.append(gc.submit([PutObject(_obj("boom", 2))]))
+    futures[-1].result(timeout=30)
+    futures.append(gc.submit([PutObject(_obj("c", 3))]))
+    futures[-1].result(timeout=30)
+    gc.close()
+    assert answered == [(True, ["a"]), (True, ["boom"]), (True, ["c"])]
+    assert [o.key.name for o in store.load().objects] == ["a", "boom", "c"]
+
+
 def test_group_commit_fails_the_batch_and_what_follows(store: Store) -> None:
     key = ObjectKey("kueue.x-k8s.io/Workload", "team-a", "a")
     gc = GroupCommitter(store)

@@ -78,7 +78,8 @@ class Restore:
         for i, rec in enumerate(loaded.objects):
             doc, changed = documents.finite_json(rec.doc_json)
             if changed:  # stored by an older version: served (and next written) without NaN
-                loaded.objects[i] = rec.replace(doc=doc)
+                loaded.objects[i] = rec = rec.replace(doc=doc)
+                rec.compact()  # held for good without a commit, which would compact it
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
         self.objects = ObjectIndex(loaded.objects)
         self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}

@@ -26,6 +26,7 @@ from gpuaas.store.records import (
     PutToken,
     TokenRecord,
     Write,
+    compact_held,
 )
 
 
@@ -64,5 +65,6 @@ __all__ = [
     "StoreError",
     "TokenRecord",
     "Write",
+    "compact_held",
     "open_store",
 ]

@@ -6,11 +6,14 @@ runs the ``on_commit`` hook, which publishes watch events) in submission order. 
 therefore acknowledged only after its writes are durable, and throughput is not capped at one
 fsync per request. If a commit fails, that batch and everything queued behind it fails too, since
 later writes were decided on top of the lost ones; the engine then reloads from the store.
+Work that must follow a commit but need not delay its answers (the engine compacts the records
+just stored) runs in the ``acknowledged`` hook, after every future of the batch is resolved.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -30,11 +33,22 @@ class _Item:
 
 _STOP = object()
 
+log = logging.getLogger(__name__)
+
 
 class GroupCommitter:
-    def __init__(self, store: Store, *, max_batch: int = 5000) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_batch: int = 5000,
+        acknowledged: Callable[[Sequence[Write]], None] | None = None,
+    ) -> None:
         self.store = store
         self.max_batch = max_batch
+        # Runs on the writer thread with each stored batch's writes once all its callers are
+        # answered (after their ``after`` hooks).
+        self._acknowledged = acknowledged
         self._queue: queue.SimpleQueue[_Item | object] = queue.SimpleQueue()
         self._failed = threading.Event()
         self.batches = 0  # commits made: tests use it to see that batching happened
@@ -109,3 +123,8 @@ class GroupCommitter:
                 with contextlib.suppress(Exception):
                     item.after()
             item.future.set_result(None)
+        if self._acknowledged is not None:
+            try:
+                self._acknowledged(writes)
+            except Exception:  # what is stored and answered stays so
+                log.exception("after a commit of %d writes", len(writes))
