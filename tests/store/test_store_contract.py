@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 
 import pytest
 
 from gpuaas.store import (
+    Ack,
     AppendChange,
     AppendEvent,
     Change,
@@ -135,7 +135,7 @@ def test_reads_see_commits_from_another_connection(store_url: str) -> None:
 
 def test_group_commit_batches_concurrent_writers(store: Store) -> None:
     gc = GroupCommitter(store)
-    futures: list[Future[None]] = []
+    futures: list[Ack] = []
     lock = threading.Lock()
     published: list[int] = []
 
@@ -164,7 +164,7 @@ def test_group_commit_batches_concurrent_writers(store: Store) -> None:
 
 def test_group_commit_runs_its_hook_once_a_batch_is_answered(store: Store) -> None:
     answered: list[tuple[bool, list[str]]] = []
-    futures: list[Future[None]] = []
+    futures: list[Ack] = []
 
     def acknowledged(writes: object) -> None:
         assert isinstance(writes, list)
@@ -207,3 +207,25 @@ def test_bad_urls_are_refused() -> None:
         open_store("mysql://x")
     with pytest.raises(StoreError, match="schema"):
         open_store("postgresql://postgres@127.0.0.1:5432/test?schema=a;drop")
+
+
+def test_an_ack_answers_every_waiter_once_given() -> None:
+    ok, failed = Ack(), Ack()
+    with pytest.raises(TimeoutError):
+        ok.result(timeout=0.01)
+    assert not ok.done()
+    seen: list[BaseException | None] = []
+    waiters = [threading.Thread(target=lambda: seen.append(failed.exception())) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    ok.set_result(None)
+    failed.set_exception(StoreError("disk full"))
+    for t in waiters:
+        t.join(timeout=30)
+    assert ok.done() and failed.done()
+    ok.result(timeout=0)
+    ok.result()
+    assert ok.exception() is None
+    assert [str(e) for e in seen] == ["disk full"] * 3
+    with pytest.raises(StoreError, match="disk full"):
+        failed.result(timeout=1)

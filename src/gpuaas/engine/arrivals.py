@@ -16,7 +16,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.cluster import Cluster
@@ -26,7 +25,7 @@ from gpuaas.engine import documents
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
-from gpuaas.store import Change, ObjectRecord
+from gpuaas.store import Ack, Change, ObjectRecord
 from gpuaas.vocab.kinds import Kind
 
 if TYPE_CHECKING:
@@ -59,7 +58,7 @@ class Arrivals:
 
         def _collect_events(self, events: list[Event], batch: _Batch) -> None: ...
 
-        def _commit(self, batch: _Batch) -> Future[None]: ...
+        def _commit(self, batch: _Batch) -> Ack: ...
 
         def _new_batch(self) -> _Batch: ...
 

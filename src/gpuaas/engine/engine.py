@@ -23,8 +23,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.manifest_notebook import notebook_stopped
@@ -50,6 +48,7 @@ from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.updates import Updates
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
+    Ack,
     AppendChange,
     AppendEvent,
     Change,
@@ -166,16 +165,16 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         batch.writes += [DeleteObject(key), AppendChange(change)]
         batch.changes.append(change)
 
-    def _commit(self, batch: _Batch) -> Future[None]:
+    def _commit(self, batch: _Batch) -> Ack:
         changes = batch.changes
         return self.committer.submit(batch.writes, after=lambda: self.hub.publish(changes))
 
-    def _wait(self, fut: Future[None]) -> None:
+    def _wait(self, fut: Ack) -> None:
         try:
             fut.result(timeout=self.commit_timeout)
         except StoreError as exc:
             raise Unavailable(f"not stored, try again: {exc}") from exc
-        except FutureTimeout as exc:
+        except TimeoutError as exc:
             raise Unavailable("the store did not confirm the write in time") from exc
 
     # -- settle: schedule and persist the consequences ------------------------------------------
@@ -538,7 +537,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             current = self.objects.get(key)
             return self._shown(kind, current) if current is not None else doc
 
-    def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Future[None]:
+    def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Ack:
         obj = documents.parse(doc)
         now = self.clock()
         batch = _Batch()
@@ -572,7 +571,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
 
     def _mark_deleted(
         self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
-    ) -> tuple[JsonDoc, Future[None]]:
+    ) -> tuple[JsonDoc, Ack]:
         return finalizers.mark_deleted(self, kind, old, now, batch)
 
     def close(self) -> None:

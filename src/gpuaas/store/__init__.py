@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuaas.pgurl import is_postgres_url
 from gpuaas.store.base import Store, StoreError
-from gpuaas.store.groupcommit import GroupCommitter
+from gpuaas.store.groupcommit import Ack, GroupCommitter
 from gpuaas.store.records import (
     AppendChange,
     AppendEvent,
@@ -48,6 +48,7 @@ def open_store(url: str) -> Store:
 
 
 __all__ = [
+    "Ack",
     "AppendChange",
     "AppendEvent",
     "Change",

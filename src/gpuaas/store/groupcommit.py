@@ -1,6 +1,6 @@
 """Group commit: many callers' write batches share one transaction and one fsync.
 
-Callers ``submit`` a finished list of writes and get a ``Future``; one writer thread drains
+Callers ``submit`` a finished list of writes and get an ``Ack``; one writer thread drains
 everything queued, commits it as one transaction, then resolves every future of that batch (and
 runs the ``on_commit`` hook, which publishes watch events) in submission order. A caller is
 therefore acknowledged only after its writes are durable, and throughput is not capped at one
@@ -17,17 +17,58 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from gpuaas.store.base import Store, StoreError
 from gpuaas.store.records import Write
 
 
+class Ack:
+    """The answer to one submitted batch, given once by the writer thread: what the engine used
+    of ``concurrent.futures.Future`` (``result``, ``exception``, ``done``) on one plain lock.
+
+    A Future built a Condition (an RLock and a deque of waiters) for every write and woke its
+    waiter through Python code, on the commit thread; the server makes one per request."""
+
+    __slots__ = ("_error", "_finished", "_given")
+
+    def __init__(self) -> None:
+        self._error: BaseException | None = None
+        self._finished = False
+        self._given = threading.Lock()
+        self._given.acquire()  # released once the answer is given
+
+    def set_result(self, result: None = None) -> None:
+        self._finished = True
+        self._given.release()
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._error = exc
+        self._finished = True
+        self._given.release()
+
+    def done(self) -> bool:
+        return self._finished
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the answer (raises ``TimeoutError`` after ``timeout`` seconds): the error of
+        a failed commit, or None."""
+        if not self._given.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            raise TimeoutError("the store did not answer in time")
+        self._given.release()  # any other waiter gets the answer too
+        return self._error
+
+    def result(self, timeout: float | None = None) -> None:
+        """Wait until the writes are stored; raises what failed the commit."""
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+
+
 @dataclass(slots=True)
 class _Item:
     writes: Sequence[Write]
-    future: Future[None]
+    future: Ack
     after: Callable[[], None] | None
 
 
@@ -56,11 +97,9 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._run, name="gpuaas-group-commit", daemon=True)
         self._thread.start()
 
-    def submit(
-        self, writes: Sequence[Write], after: Callable[[], None] | None = None
-    ) -> Future[None]:
+    def submit(self, writes: Sequence[Write], after: Callable[[], None] | None = None) -> Ack:
         """Queue ``writes``; ``after`` runs on the writer thread once they are committed."""
-        fut: Future[None] = Future()
+        fut = Ack()
         if not self._thread.is_alive():
             fut.set_exception(StoreError("the store's writer has stopped"))
             return fut
