@@ -25,8 +25,8 @@ from gpuaas.engine import documents
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
-from gpuaas.store import Ack, Change, ObjectRecord
-from gpuaas.vocab.kinds import Kind
+from gpuaas.store import Ack, Change, ObjectKey, ObjectRecord
+from gpuaas.vocab.kinds import WORKLOAD, Kind
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import _Batch
@@ -84,6 +84,9 @@ class Arrivals:
                     msg = f"not scheduled: Workload {documents.obj_name(obj)}: {exc}"
                     log.error("%s", msg)
                     self.restore_problems.append(msg)
+                    held = self.objects.get(ObjectKey(WORKLOAD.gk, obj.namespace, obj.name))
+                    if held is not None:  # no status replaces its first record: deflated here
+                        held.compact()
                     continue
                 events += self._decide(now)
         finally:  # what was decided is persisted even when a later arrival failed

@@ -96,8 +96,11 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self.config = config or SchedulerConfig()
         self.clock = clock
         self.commit_timeout = commit_timeout
-        # Records are deflated once stored and answered, on the committer's thread (off the lock).
-        self.committer = GroupCommitter(store, acknowledged=lambda w: compact_held(w, self.objects))
+        # Records are deflated once stored, on the committer's thread (off the lock), but for a
+        # created Workload's: its status replaces it within milliseconds.
+        self.committer = GroupCommitter(
+            store, stored=lambda w: compact_held(w, self.objects, self._fresh)
+        )
         self.hub = WatchHub()
         self._lock = SettlingLock(self._catch_up, self._has_arrivals)
         # Creates stored and acknowledged, not yet applied to the Cluster: (object, instant).
@@ -383,7 +386,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                     self._wake.set()
                 # The document in hand: the reply and the first status write decode nothing.
                 shown = doc if kind is WORKLOAD else self._shown(kind, rec)
-                self._fresh[key] = (rv, doc)
+                if kind is WORKLOAD:  # a job's own record gets no status write
+                    self._fresh[key] = (rv, doc)
             else:
                 if deferred and self._has_arrivals():  # quick() did not settle: earlier first
                     self._catch_up()

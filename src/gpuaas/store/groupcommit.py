@@ -6,8 +6,8 @@ runs the ``on_commit`` hook, which publishes watch events) in submission order. 
 therefore acknowledged only after its writes are durable, and throughput is not capped at one
 fsync per request. If a commit fails, that batch and everything queued behind it fails too, since
 later writes were decided on top of the lost ones; the engine then reloads from the store.
-Work that must follow a commit but need not delay its answers (the engine compacts the records
-just stored) runs in the ``acknowledged`` hook, after every future of the batch is resolved.
+Work that must follow a commit (the engine compacts the records just stored) runs in the
+``stored`` hook, before the batch's callers are answered.
 """
 
 from __future__ import annotations
@@ -83,13 +83,13 @@ class GroupCommitter:
         store: Store,
         *,
         max_batch: int = 5000,
-        acknowledged: Callable[[Sequence[Write]], None] | None = None,
+        stored: Callable[[Sequence[Write]], None] | None = None,
     ) -> None:
         self.store = store
         self.max_batch = max_batch
-        # Runs on the writer thread with each stored batch's writes once all its callers are
-        # answered (after their ``after`` hooks).
-        self._acknowledged = acknowledged
+        # Runs on the writer thread with each batch's writes once they are stored, before its
+        # callers are answered: answered first, they would wait for the GIL behind it.
+        self._stored = stored
         self._queue: queue.SimpleQueue[_Item | object] = queue.SimpleQueue()
         self._failed = threading.Event()
         self.batches = 0  # commits made: tests use it to see that batching happened
@@ -156,14 +156,14 @@ class GroupCommitter:
             return
         self.batches += 1
         self.items += len(batch)
+        if self._stored is not None:
+            try:
+                self._stored(writes)
+            except Exception:  # what is stored stays so, and is answered
+                log.exception("after a commit of %d writes", len(writes))
         for item in batch:
             if item.after is not None:
                 # a failing watcher hook must not lose other acknowledgements
                 with contextlib.suppress(Exception):
                     item.after()
             item.future.set_result(None)
-        if self._acknowledged is not None:
-            try:
-                self._acknowledged(writes)
-            except Exception:  # what is stored and answered stays so
-                log.exception("after a commit of %d writes", len(writes))

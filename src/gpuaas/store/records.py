@@ -8,7 +8,7 @@ nothing about Kueue's semantics: the engine decides what to write, the store onl
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -230,11 +230,18 @@ class Loaded:
     max_event_id: int
 
 
-def compact_held(writes: Sequence[Write], held: Mapping[ObjectKey, ObjectRecord]) -> None:
+def compact_held(
+    writes: Sequence[Write],
+    held: Mapping[ObjectKey, ObjectRecord],
+    replacing: Collection[ObjectKey] = (),
+) -> None:
     """Deflate the records ``writes`` stored that ``held`` (the engine's objects) still maps
-    their keys to; one replaced meanwhile (a Workload's first record, by its status) is garbage
-    and stays as it is. For the group committer's ``acknowledged`` hook: off the engine's lock,
-    and each record changes only its own encoding (``ObjectRecord.compact``)."""
+    their keys to, but those whose keys are in ``replacing`` (created Workloads, which their
+    first status replaces within milliseconds); a record replaced meanwhile is garbage and stays
+    as it is. For the group committer's ``stored`` hook: off the engine's lock, and each
+    record changes only its own encoding (``ObjectRecord.compact``)."""
     for w in writes:
-        if isinstance(w, PutObject) and held.get(w.record.key) is w.record:
-            w.record.compact()
+        if isinstance(w, PutObject):
+            key = w.record.key
+            if held.get(key) is w.record and key not in replacing:
+                w.record.compact()
