@@ -11,7 +11,6 @@ engine keeps only for itself (that is ``engine.persisted``).
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import Any
 
 from gpuaas.core.objects import ClusterQueue, Workload
@@ -22,30 +21,8 @@ JsonDoc = dict[str, Any]
 
 
 def rfc3339(ts: float) -> str:
-    """Kubernetes' timestamp format: seconds, UTC, ``Z``.
-
-    The last second's text is kept: a busy server stamps the same second on every create and
-    condition within it, and ``strftime`` took a tenth of a Workload status's rendering."""
-    global _last
-    if math.isfinite(ts):
-        second = math.floor(ts)
-        # fromtimestamp rounds to microseconds, so a time this close to the next second is
-        # that second's: formatted as given
-        if ts - second < 0.9999995:
-            last = _last
-            if last[0] == second:
-                return last[1]
-            text = _format(second)
-            _last = (second, text)  # one assignment: another thread sees either pair
-            return text
-    return _format(ts)
-
-
-def _format(ts: float) -> str:
+    """Kubernetes' timestamp format: seconds, UTC, ``Z``."""
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_last: tuple[float, str] = (math.nan, "")  # the last whole second formatted, and its text
 
 
 def parse_rfc3339(text: str) -> float | None:
