@@ -232,3 +232,31 @@ def test_close_right_after_a_create_stops_the_scheduler_thread(tmp_path: Path) -
         engine.create(WL, "t", workload("w", 1, False))
         engine.close()
         assert not thread.is_alive(), f"round {i}: the scheduler thread outlived close()"
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_the_records_held_are_deflated_once_stored(tmp_path: Path, background: bool) -> None:
+    """Records are built as plain JSON under the lock and deflated on the group committer's
+    thread once stored (``store.compact_held``): what the engine holds for good stays small."""
+    engine = Engine(open_store(str(tmp_path / "g.db")), clock=Clock())
+    for doc in setup_docs(3):
+        engine.create(BY_KIND[doc["kind"]], doc["metadata"].get("namespace"), doc)
+    if background:
+        engine.start_scheduler()
+    for i in range(30):
+        engine.create(WL, "t", workload(f"w{i}", 1, False))
+    for i in range(3):  # a Job's own record gets no status write, its Workload does
+        engine.create(BY_KIND["Job"], "t", _job(f"j{i}"))
+    engine.settle()
+    engine.close()  # the committer's thread has run its hook for every batch
+    held = [r for r in engine.objects.values() if r.key.gk in (WL.gk, BY_KIND["Job"].gk)]
+    assert len(held) == 36 and all("status" in r.doc for r in held if r.key.gk == WL.gk)
+    assert all(r.size * 2 < len(r.doc_json) for r in held)
+
+
+def _job(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1"],
+                                     "resources": {"requests": {"cpu": "1"}}}]}}}}  # fmt: skip

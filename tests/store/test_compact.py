@@ -74,3 +74,20 @@ def test_json_the_store_read_back_is_kept_as_it_was() -> None:
 def test_what_does_not_deflate_stays_plain_and_reads_back(value: dict[str, Any]) -> None:
     packed = compact.encode("test.gpuaas.dev/Plain", value)
     assert compact.decode("test.gpuaas.dev/Plain", packed) == value
+
+
+def test_a_new_record_is_plain_json_until_compacted_and_reads_the_same_after() -> None:
+    key = ObjectKey(WL, "team-a", "w-1")
+    for i in range(3):  # the kind's dictionary is chosen from its first compacted document
+        ObjectRecord(key, 1, 1, 0.0, workload(i), {"phase": "Pending"}).compact()
+    rec = ObjectRecord(key, 7, 1, 5.0, workload(1), {"phase": "Pending", "created": 5.0})
+    plain = len(msgspec.json.encode(workload(1)))
+    assert rec.size > plain  # nothing deflated under the engine's lock
+    doc_json, before = rec.doc_json, (rec.doc, rec.internal)
+    rec.compact()
+    assert rec.size * 2 < plain
+    assert (rec.doc_json, rec.doc, rec.internal) == (doc_json, *before)
+    rec.compact()  # once is enough: nothing changes
+    assert (rec.doc, rec.internal) == before
+    new = rec.replace(rv=8)  # what is not given is shared as it is
+    assert new.size == rec.size and new.doc == rec.doc

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 
 import pytest
 
 from gpuaas.store import (
+    Ack,
     AppendChange,
     AppendEvent,
     Change,
@@ -135,7 +135,7 @@ def test_reads_see_commits_from_another_connection(store_url: str) -> None:
 
 def test_group_commit_batches_concurrent_writers(store: Store) -> None:
     gc = GroupCommitter(store)
-    futures: list[Future[None]] = []
+    futures: list[Ack] = []
     lock = threading.Lock()
     published: list[int] = []
 
@@ -162,6 +162,25 @@ def test_group_commit_batches_concurrent_writers(store: Store) -> None:
     assert gc.batches < 400  # several writers shared a transaction
 
 
+def test_group_commit_runs_its_hook_once_a_batch_is_stored(store: Store) -> None:
+    seen: list[tuple[list[str], list[str]]] = []  # (names written, names already in the store)
+    futures: list[Ack] = []
+
+    def stored(writes: object) -> None:
+        assert isinstance(writes, list) and not any(f.done() for f in futures[len(seen) :])
+        names = [w.record.key.name for w in writes if isinstance(w, PutObject)]
+        seen.append((names, [o.key.name for o in store.load().objects]))
+        if names == ["boom"]:
+            raise RuntimeError("a failing hook loses nothing")
+
+    gc = GroupCommitter(store, stored=stored)
+    for i, name in enumerate(["a", "boom", "c"]):
+        futures.append(gc.submit([PutObject(_obj(name, i + 1))]))
+        futures[-1].result(timeout=30)  # answered, the failing hook's batch included
+    gc.close()
+    assert seen == [(["a"], ["a"]), (["boom"], ["a", "boom"]), (["c"], ["a", "boom", "c"])]
+
+
 def test_group_commit_fails_the_batch_and_what_follows(store: Store) -> None:
     key = ObjectKey("kueue.x-k8s.io/Workload", "team-a", "a")
     gc = GroupCommitter(store)
@@ -184,3 +203,25 @@ def test_bad_urls_are_refused() -> None:
         open_store("mysql://x")
     with pytest.raises(StoreError, match="schema"):
         open_store("postgresql://postgres@127.0.0.1:5432/test?schema=a;drop")
+
+
+def test_an_ack_answers_every_waiter_once_given() -> None:
+    ok, failed = Ack(), Ack()
+    with pytest.raises(TimeoutError):
+        ok.result(timeout=0.01)
+    assert not ok.done()
+    seen: list[BaseException | None] = []
+    waiters = [threading.Thread(target=lambda: seen.append(failed.exception())) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    ok.set_result(None)
+    failed.set_exception(StoreError("disk full"))
+    for t in waiters:
+        t.join(timeout=30)
+    assert ok.done() and failed.done()
+    ok.result(timeout=0)
+    ok.result()
+    assert ok.exception() is None
+    assert [str(e) for e in seen] == ["disk full"] * 3
+    with pytest.raises(StoreError, match="disk full"):
+        failed.result(timeout=1)

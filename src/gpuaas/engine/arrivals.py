@@ -6,7 +6,7 @@ takes the engine lock next (``engine.settling.SettlingLock``: the scheduler thre
 arrival, or any read, tick or other write) first applies and schedules every arrival in order,
 each at the instant it arrived, exactly as a create that scheduled itself would have, and
 persists what that decided as one batch. ``settle`` waits for that without reading anything. It
-also offers the encoded watch subscriptions (``engine.watch``). No admission rule lives here.
+also offers the watch subscriptions (``engine.watch``). No admission rule lives here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.cluster import Cluster
@@ -26,8 +25,8 @@ from gpuaas.engine import documents
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
-from gpuaas.store import Change, ObjectRecord
-from gpuaas.vocab.kinds import Kind
+from gpuaas.store import Ack, Change, ObjectKey, ObjectRecord
+from gpuaas.vocab.kinds import WORKLOAD, Kind
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import _Batch
@@ -59,7 +58,7 @@ class Arrivals:
 
         def _collect_events(self, events: list[Event], batch: _Batch) -> None: ...
 
-        def _commit(self, batch: _Batch) -> Future[None]: ...
+        def _commit(self, batch: _Batch) -> Ack: ...
 
         def _new_batch(self) -> _Batch: ...
 
@@ -85,6 +84,9 @@ class Arrivals:
                     msg = f"not scheduled: Workload {documents.obj_name(obj)}: {exc}"
                     log.error("%s", msg)
                     self.restore_problems.append(msg)
+                    held = self.objects.get(ObjectKey(WORKLOAD.gk, obj.namespace, obj.name))
+                    if held is not None:  # no status replaces its first record: deflated here
+                        held.compact()
                     continue
                 events += self._decide(now)
         finally:  # what was decided is persisted even when a later arrival failed
@@ -129,7 +131,27 @@ class Arrivals:
         with self._lock:
             pass
 
-    # -- watch subscriptions with one encoding per kind of stream --------------------------------
+    # -- watch subscriptions: one callback per change, or one encoding per kind of stream ---------
+    def _current(self, kind: Kind, match: Callable[[Change], bool]) -> list[Change]:
+        """Under the lock: the objects of ``kind`` that ``match``, as ADDED changes, oldest first."""
+        current = [
+            Change(r.rv, "ADDED", r.key, self._shown(kind, r))
+            for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
+        ]
+        return [c for c in current if match(c)]
+
+    def snapshot_for_watch(
+        self, kind: Kind, match: Callable[[Change], bool], deliver: Callable[[Change], None]
+    ) -> tuple[list[Change], int, Any]:
+        """Subscribe, and return the current objects as ADDED changes plus the rv they reflect."""
+        with self._lock:
+            sub = self.hub.subscribe(deliver, match)
+            return self._current(kind, match), self.rv, sub
+
+    def subscribe(self, match: Callable[[Change], bool], deliver: Callable[[Change], None]) -> Any:
+        with self._lock:
+            return self.hub.subscribe(deliver, match)
+
     def snapshot_for_encoded_watch(
         self,
         kind: Kind,
@@ -142,11 +164,7 @@ class Arrivals:
         for every watcher that shares it (``WatchHub.subscribe_encoded``)."""
         with self._lock:
             sub = self.hub.subscribe_encoded(match, encoding, deliver_lines, filter_key)
-            current = [
-                Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
-            ]
-            return [c for c in current if match(c)], self.rv, sub
+            return self._current(kind, match), self.rv, sub
 
     def subscribe_encoded(
         self,

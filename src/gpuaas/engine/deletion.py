@@ -9,14 +9,13 @@ removed. What a deletion frees is decided by the core's ``delete``, never here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.engine import finalizers
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
-from gpuaas.store import JsonDoc, ObjectKey, ObjectRecord
+from gpuaas.store import Ack, JsonDoc, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import NAMESPACE, WORKLOAD, Kind
 
 if TYPE_CHECKING:
@@ -43,14 +42,14 @@ class Deletion:
         def _settle(self, now: float, batch: _Batch) -> None: ...
         @staticmethod
         def _new_batch() -> _Batch: ...
-        def _commit(self, batch: _Batch) -> Future[None]: ...
-        def _wait(self, fut: Future[None]) -> None: ...
+        def _commit(self, batch: _Batch) -> Ack: ...
+        def _wait(self, fut: Ack) -> None: ...
         def _remove(self, batch: _Batch, key: ObjectKey) -> None: ...
         def _mark_deleted(
             self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
-        ) -> tuple[JsonDoc, Future[None]]: ...
+        ) -> tuple[JsonDoc, Ack]: ...
 
-    def _finalized(self, kind: Kind, key: ObjectKey) -> Future[None]:
+    def _finalized(self, kind: Kind, key: ObjectKey) -> Ack:
         """The last finalizer of a terminating object was removed: it is gone now (a
         Namespace with what is in it). Under the lock; the caller waits for the commit."""
         now = self.clock()

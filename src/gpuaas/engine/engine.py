@@ -23,9 +23,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
 
 from gpuaas.core.config import SchedulerConfig
 from gpuaas.core.manifest_notebook import notebook_stopped
@@ -51,6 +48,7 @@ from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.updates import Updates
 from gpuaas.engine.watch import WatchHub
 from gpuaas.store import (
+    Ack,
     AppendChange,
     AppendEvent,
     Change,
@@ -63,6 +61,7 @@ from gpuaas.store import (
     Store,
     StoreError,
     Write,
+    compact_held,
 )
 from gpuaas.vocab import render
 from gpuaas.vocab.kinds import BY_KIND, NAMESPACE, NOTEBOOK, WORKLOAD, Kind
@@ -97,7 +96,11 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self.config = config or SchedulerConfig()
         self.clock = clock
         self.commit_timeout = commit_timeout
-        self.committer = GroupCommitter(store)
+        # Records are deflated once stored, on the committer's thread (off the lock), but for a
+        # created Workload's: its status replaces it within milliseconds.
+        self.committer = GroupCommitter(
+            store, stored=lambda w: compact_held(w, self.objects, self._fresh)
+        )
         self.hub = WatchHub()
         self._lock = SettlingLock(self._catch_up, self._has_arrivals)
         # Creates stored and acknowledged, not yet applied to the Cluster: (object, instant).
@@ -165,16 +168,16 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         batch.writes += [DeleteObject(key), AppendChange(change)]
         batch.changes.append(change)
 
-    def _commit(self, batch: _Batch) -> Future[None]:
+    def _commit(self, batch: _Batch) -> Ack:
         changes = batch.changes
         return self.committer.submit(batch.writes, after=lambda: self.hub.publish(changes))
 
-    def _wait(self, fut: Future[None]) -> None:
+    def _wait(self, fut: Ack) -> None:
         try:
             fut.result(timeout=self.commit_timeout)
         except StoreError as exc:
             raise Unavailable(f"not stored, try again: {exc}") from exc
-        except FutureTimeout as exc:
+        except TimeoutError as exc:
             raise Unavailable("the store did not confirm the write in time") from exc
 
     # -- settle: schedule and persist the consequences ------------------------------------------
@@ -325,6 +328,9 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
         # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
         deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
+        # Drawn before the lock: os.urandom releases the GIL, and a release under the lock let
+        # the other request threads run into it and queue there.
+        uid, derived_uid = str(uuid.uuid4()), str(uuid.uuid4()) if kind.job else None
         with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
             doc = generate_name.named(
@@ -353,7 +359,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             rv = self._next_rv()
             meta = doc["metadata"]
             meta.update(
-                uid=str(uuid.uuid4()),
+                uid=uid,
                 resourceVersion=str(rv),
                 creationTimestamp=render.rfc3339(now),
                 generation=1,
@@ -372,14 +378,16 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 )
                 self._put(batch, adopted, "MODIFIED")
             elif kind.job and isinstance(obj, Workload) and not stopped:
-                self._put_derived(batch, obj, doc, now, created=True)
+                self._put_derived(batch, obj, doc, now, created=True, uid=derived_uid)
             if deferred and prebuilt is None and isinstance(obj, Workload) and not stopped:
                 self._arrivals.append((obj, now))
                 fut = self._commit(batch)
-                self._wake.set()
+                if not self._wake.is_set():  # set already while the scheduler gathers
+                    self._wake.set()
                 # The document in hand: the reply and the first status write decode nothing.
                 shown = doc if kind is WORKLOAD else self._shown(kind, rec)
-                self._fresh[key] = (rv, doc)
+                if kind is WORKLOAD:  # a job's own record gets no status write
+                    self._fresh[key] = (rv, doc)
             else:
                 if deferred and self._has_arrivals():  # quick() did not settle: earlier first
                     self._catch_up()
@@ -397,7 +405,14 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             return self._shown(kind, current) if current is not None else doc
 
     def _put_derived(
-        self, batch: _Batch, wl: Workload, owner: JsonDoc, now: float, *, created: bool
+        self,
+        batch: _Batch,
+        wl: Workload,
+        owner: JsonDoc,
+        now: float,
+        *,
+        created: bool,
+        uid: str | None = None,
     ) -> None:
         key = ObjectKey(WORKLOAD.gk, wl.namespace, wl.name)
         doc = render.derived_workload_doc(wl, owner, WORKLOAD.api_version)
@@ -417,7 +432,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             self._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
             return
         doc["metadata"].update(
-            uid=str(uuid.uuid4()),
+            uid=uid or str(uuid.uuid4()),
             resourceVersion=str(rv),
             creationTimestamp=render.rfc3339(now),
             generation=1,
@@ -526,7 +541,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             current = self.objects.get(key)
             return self._shown(kind, current) if current is not None else doc
 
-    def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Future[None]:
+    def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Ack:
         obj = documents.parse(doc)
         now = self.clock()
         batch = _Batch()
@@ -560,25 +575,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
 
     def _mark_deleted(
         self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
-    ) -> tuple[JsonDoc, Future[None]]:
+    ) -> tuple[JsonDoc, Ack]:
         return finalizers.mark_deleted(self, kind, old, now, batch)
-
-    # -- watch ----------------------------------------------------------------------------------
-    def snapshot_for_watch(
-        self, kind: Kind, match: Callable[[Change], bool], deliver: Callable[[Change], None]
-    ) -> tuple[list[Change], int, Any]:
-        """Subscribe, and return the current objects as ADDED changes plus the rv they reflect."""
-        with self._lock:
-            sub = self.hub.subscribe(deliver, match)
-            current = [
-                Change(r.rv, "ADDED", r.key, self._shown(kind, r))
-                for r in sorted(self.objects.of_kind(kind.gk).values(), key=lambda r: r.rv)
-            ]
-            return [c for c in current if match(c)], self.rv, sub
-
-    def subscribe(self, match: Callable[[Change], bool], deliver: Callable[[Change], None]) -> Any:
-        with self._lock:
-            return self.hub.subscribe(deliver, match)
 
     def close(self) -> None:
         if self._scheduler is not None:

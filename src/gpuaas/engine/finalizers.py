@@ -20,12 +20,11 @@ Functions over documents plus ``in_use``, which reads the core Cluster, and two 
 from __future__ import annotations
 
 import copy
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.engine.errors import Invalid
-from gpuaas.store import ObjectRecord
+from gpuaas.store import Ack, ObjectRecord
 from gpuaas.vocab import render
 from gpuaas.vocab.kinds import Kind
 
@@ -161,7 +160,7 @@ def release(engine: Engine, batch: _Batch, now: float) -> None:
 
 def mark_deleted(
     engine: Engine, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
-) -> tuple[JsonDoc, Future[None]]:
+) -> tuple[JsonDoc, Ack]:
     """A DELETE of an object with finalizers: Terminating until they are removed. A terminating
     ClusterQueue stops admitting at once, as in Kueue; the caller waits for the commit."""
     rv = engine._next_rv()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import msgspec
+
 from gpuaas.core.state import (
     Admission,
     AdmissionCheckStatus,
@@ -28,10 +30,15 @@ JsonDoc = dict[str, Any]
 def fingerprint(st: WorkloadState) -> bytes:
     """Identity of everything ``workload_status`` shows; equal means nothing to write.
 
-    A 16-byte BLAKE2b digest of the shown fields' exact ``repr`` (floats print exactly), kept
-    per workload instead of those fields themselves: a tuple of tuples took about 0.6 KB of
-    every workload's memory, and two different statuses share a digest with odds of 2**-128."""
-    return hashlib.blake2b(repr(_shown(st)).encode(), digest_size=16).digest()
+    A 16-byte BLAKE2b digest of the shown fields written exactly (msgspec's JSON: floats in
+    their shortest form that reads back the same, enums as their values; a third of what their
+    ``repr`` cost, whose enums print through Python code), kept per workload instead of those
+    fields themselves: a tuple of tuples took about 0.6 KB of every workload's memory, and two
+    different statuses share a digest with odds of 2**-128."""
+    return hashlib.blake2b(_EXACT.encode(_shown(st)), digest_size=16).digest()
+
+
+_EXACT = msgspec.json.Encoder()
 
 
 def _shown(st: WorkloadState) -> tuple[Any, ...]:

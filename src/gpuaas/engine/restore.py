@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
@@ -23,7 +22,7 @@ from gpuaas.engine import documents, finalizers, persisted
 from gpuaas.engine.errors import Unavailable
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
-from gpuaas.store import GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store, StoreError
+from gpuaas.store import Ack, GroupCommitter, JsonDoc, ObjectKey, ObjectRecord, Store, StoreError
 from gpuaas.vocab import render
 from gpuaas.vocab.kinds import WORKLOAD, Kind
 
@@ -64,7 +63,7 @@ class Restore:
         def _settle(self, now: float, batch: _Batch) -> None: ...
         @staticmethod
         def _new_batch() -> _Batch: ...
-        def _commit(self, batch: _Batch) -> Future[None]: ...
+        def _commit(self, batch: _Batch) -> Ack: ...
         def _decide(self, now: float) -> list[Event]: ...
 
     # -- restart --------------------------------------------------------------------------------
@@ -78,7 +77,8 @@ class Restore:
         for i, rec in enumerate(loaded.objects):
             doc, changed = documents.finite_json(rec.doc_json)
             if changed:  # stored by an older version: served (and next written) without NaN
-                loaded.objects[i] = rec.replace(doc=doc)
+                loaded.objects[i] = rec = rec.replace(doc=doc)
+                rec.compact()  # held for good without a commit, which would compact it
                 repaired.append(f"{rec.key.gk} {rec.key.namespace}/{rec.key.name}")
         self.objects = ObjectIndex(loaded.objects)
         self.terminating = {k for k, r in self.objects.items() if finalizers.terminating(r.doc)}

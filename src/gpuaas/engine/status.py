@@ -11,7 +11,6 @@ body cannot change it. The HTTP routes and who may call them are the API's busin
 from __future__ import annotations
 
 import copy
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core.errors import ApplyError
@@ -19,6 +18,7 @@ from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import AdmissionCheck
 from gpuaas.core.state import CheckStateValue, Phase
 from gpuaas.engine.errors import Invalid, NotFound
+from gpuaas.store import Ack
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def update_admission_check_status(engine: Engine, name: str, doc: JsonDoc) -> Js
     return engine.get(kind, None, name)
 
 
-def _settle_and_commit(engine: Engine, now: float) -> Future[None]:
+def _settle_and_commit(engine: Engine, now: float) -> Ack:
     batch = engine._new_batch()
     engine._settle(now, batch)
     return engine._commit(batch)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuaas.pgurl import is_postgres_url
 from gpuaas.store.base import Store, StoreError
-from gpuaas.store.groupcommit import GroupCommitter
+from gpuaas.store.groupcommit import Ack, GroupCommitter
 from gpuaas.store.records import (
     AppendChange,
     AppendEvent,
@@ -26,6 +26,7 @@ from gpuaas.store.records import (
     PutToken,
     TokenRecord,
     Write,
+    compact_held,
 )
 
 
@@ -47,6 +48,7 @@ def open_store(url: str) -> Store:
 
 
 __all__ = [
+    "Ack",
     "AppendChange",
     "AppendEvent",
     "Change",
@@ -64,5 +66,6 @@ __all__ = [
     "StoreError",
     "TokenRecord",
     "Write",
+    "compact_held",
     "open_store",
 ]

@@ -67,7 +67,18 @@ def _dictionary(table: str, plain: bytes) -> bytes:
 
 def encode(table: str, value: Any) -> bytes:
     """``value`` (a JSON object) as compact bytes that ``decode(table, ...)`` reads back."""
-    return pack(table, msgspec.json.encode(value))
+    return pack(table, plain(value))
+
+
+def plain(value: Any) -> bytes:
+    """``value`` (a JSON object) as plain JSON text, which ``decode`` also reads and ``pack``
+    deflates later: no zlib call, so the GIL is held throughout."""
+    return msgspec.json.encode(value)
+
+
+def is_packed(data: bytes) -> bool:
+    """Whether ``data`` is deflated (``pack``'s output when smaller), not plain JSON text."""
+    return data.startswith(_DEFLATED)
 
 
 def pack(table: str, plain: bytes) -> bytes:
@@ -81,7 +92,7 @@ def pack(table: str, plain: bytes) -> bytes:
 
 def plain_json(table: str, packed: bytes) -> bytes:
     """The JSON text of what ``encode`` (or the store: plain JSON) gave."""
-    if not packed.startswith(_DEFLATED):
+    if not is_packed(packed):
         return packed
     inflate = zlib.decompressobj(-15, _dicts[table])
     return inflate.decompress(packed[1:]) + inflate.flush()

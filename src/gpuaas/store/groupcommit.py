@@ -1,40 +1,95 @@
 """Group commit: many callers' write batches share one transaction and one fsync.
 
-Callers ``submit`` a finished list of writes and get a ``Future``; one writer thread drains
+Callers ``submit`` a finished list of writes and get an ``Ack``; one writer thread drains
 everything queued, commits it as one transaction, then resolves every future of that batch (and
 runs the ``on_commit`` hook, which publishes watch events) in submission order. A caller is
 therefore acknowledged only after its writes are durable, and throughput is not capped at one
 fsync per request. If a commit fails, that batch and everything queued behind it fails too, since
 later writes were decided on top of the lost ones; the engine then reloads from the store.
+Work that must follow a commit (the engine compacts the records just stored) runs in the
+``stored`` hook, before the batch's callers are answered.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from gpuaas.store.base import Store, StoreError
 from gpuaas.store.records import Write
 
 
+class Ack:
+    """The answer to one submitted batch, given once by the writer thread: what the engine used
+    of ``concurrent.futures.Future`` (``result``, ``exception``, ``done``) on one plain lock.
+
+    A Future built a Condition (an RLock and a deque of waiters) for every write and woke its
+    waiter through Python code, on the commit thread; the server makes one per request."""
+
+    __slots__ = ("_error", "_finished", "_given")
+
+    def __init__(self) -> None:
+        self._error: BaseException | None = None
+        self._finished = False
+        self._given = threading.Lock()
+        self._given.acquire()  # released once the answer is given
+
+    def set_result(self, result: None = None) -> None:
+        self._finished = True
+        self._given.release()
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._error = exc
+        self._finished = True
+        self._given.release()
+
+    def done(self) -> bool:
+        return self._finished
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the answer (raises ``TimeoutError`` after ``timeout`` seconds): the error of
+        a failed commit, or None."""
+        if not self._given.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            raise TimeoutError("the store did not answer in time")
+        self._given.release()  # any other waiter gets the answer too
+        return self._error
+
+    def result(self, timeout: float | None = None) -> None:
+        """Wait until the writes are stored; raises what failed the commit."""
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+
+
 @dataclass(slots=True)
 class _Item:
     writes: Sequence[Write]
-    future: Future[None]
+    future: Ack
     after: Callable[[], None] | None
 
 
 _STOP = object()
 
+log = logging.getLogger(__name__)
+
 
 class GroupCommitter:
-    def __init__(self, store: Store, *, max_batch: int = 5000) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_batch: int = 5000,
+        stored: Callable[[Sequence[Write]], None] | None = None,
+    ) -> None:
         self.store = store
         self.max_batch = max_batch
+        # Runs on the writer thread with each batch's writes once they are stored, before its
+        # callers are answered: answered first, they would wait for the GIL behind it.
+        self._stored = stored
         self._queue: queue.SimpleQueue[_Item | object] = queue.SimpleQueue()
         self._failed = threading.Event()
         self.batches = 0  # commits made: tests use it to see that batching happened
@@ -42,11 +97,9 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._run, name="gpuaas-group-commit", daemon=True)
         self._thread.start()
 
-    def submit(
-        self, writes: Sequence[Write], after: Callable[[], None] | None = None
-    ) -> Future[None]:
+    def submit(self, writes: Sequence[Write], after: Callable[[], None] | None = None) -> Ack:
         """Queue ``writes``; ``after`` runs on the writer thread once they are committed."""
-        fut: Future[None] = Future()
+        fut = Ack()
         if not self._thread.is_alive():
             fut.set_exception(StoreError("the store's writer has stopped"))
             return fut
@@ -103,6 +156,11 @@ class GroupCommitter:
             return
         self.batches += 1
         self.items += len(batch)
+        if self._stored is not None:
+            try:
+                self._stored(writes)
+            except Exception:  # what is stored stays so, and is answered
+                log.exception("after a commit of %d writes", len(writes))
         for item in batch:
             if item.after is not None:
                 # a failing watcher hook must not lose other acknowledgements

@@ -8,6 +8,7 @@ nothing about Kueue's semantics: the engine decides what to write, the store onl
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -33,7 +34,14 @@ class ObjectRecord:
     a Workload with its status and managedFields took about 9 KB of Python dicts, lists and
     strings, encoded about 0.1 KB, and the engine holds every object for as long as it exists.
     Each read returns a fresh copy, which the caller may change; a record never changes its
-    document (``replace`` makes a new record)."""
+    document (``replace`` makes a new record).
+
+    A new record (``ObjectRecord(...)``, ``replace``) holds plain JSON until ``compact`` deflates
+    it: the engine builds records under its lock, and zlib releases the GIL while it deflates, so
+    every deflate there let the request threads waiting for the GIL run into the lock and queue
+    on it. The group committer's thread compacts the records the engine still holds once their
+    batch is stored (``compact_held``), and a Workload's first record, replaced by its status a
+    few milliseconds later, is never deflated at all."""
 
     __slots__ = ("_doc", "_internal", "created", "key", "rv", "seq")
 
@@ -47,8 +55,8 @@ class ObjectRecord:
         internal: JsonDoc | None = None,
     ) -> None:
         self.key, self.rv, self.seq, self.created = _interned(key), rv, seq, created
-        self._doc = compact.encode(key.gk, doc)
-        self._internal = compact.encode(_private(key), internal) if internal else _EMPTY
+        self._doc = compact.plain(doc)
+        self._internal = compact.plain(internal) if internal else _EMPTY
 
     @classmethod
     def encoded(
@@ -90,12 +98,28 @@ class ObjectRecord:
         rec = ObjectRecord.__new__(ObjectRecord)
         rec.key, rec.seq, rec.created = self.key, self.seq, self.created
         rec.rv = self.rv if rv is None else rv
-        rec._doc = self._doc if doc is None else compact.encode(self.key.gk, doc)
+        rec._doc = self._doc if doc is None else compact.plain(doc)
         if internal is None:
             rec._internal = self._internal
         else:
-            rec._internal = compact.encode(_private(self.key), internal) if internal else _EMPTY
+            rec._internal = compact.plain(internal) if internal else _EMPTY
         return rec
+
+    @property
+    def size(self) -> int:
+        """Bytes held for the document and the private state, as encoded now."""
+        return len(self._doc) + len(self._internal)
+
+    def compact(self) -> None:
+        """Deflate the parts still held as plain JSON (``store.compact.pack``), in place.
+
+        Safe beside readers on other threads: each part is one bytes object, replaced by one
+        assignment with another encoding of the same value; every read decodes either."""
+        doc, internal = self._doc, self._internal
+        if not compact.is_packed(doc):
+            self._doc = compact.pack(self.key.gk, doc)
+        if internal is not _EMPTY and not compact.is_packed(internal):
+            self._internal = compact.pack(_private(self.key), internal)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ObjectRecord):
@@ -204,3 +228,20 @@ class Loaded:
     objects: list[ObjectRecord]
     max_rv: int
     max_event_id: int
+
+
+def compact_held(
+    writes: Sequence[Write],
+    held: Mapping[ObjectKey, ObjectRecord],
+    replacing: Collection[ObjectKey] = (),
+) -> None:
+    """Deflate the records ``writes`` stored that ``held`` (the engine's objects) still maps
+    their keys to, but those whose keys are in ``replacing`` (created Workloads, which their
+    first status replaces within milliseconds); a record replaced meanwhile is garbage and stays
+    as it is. For the group committer's ``stored`` hook: off the engine's lock, and each
+    record changes only its own encoding (``ObjectRecord.compact``)."""
+    for w in writes:
+        if isinstance(w, PutObject):
+            key = w.record.key
+            if held.get(key) is w.record and key not in replacing:
+                w.record.compact()
