@@ -141,6 +141,22 @@ def test_a_workload_never_runs_on_two_workers_once_chosen() -> None:
     assert plan.delete_on == ["b"] and plan.create_job_on is None and plan.check is None
 
 
+@pytest.mark.parametrize("tie", [True, False])
+def test_the_worker_sent_the_job_stays_chosen_before_clusterName(tie: bool) -> None:
+    """The Job went to "b" (its copy was seen admitted first); "a"'s copy is seen admitted
+    since, by the same second (second-resolution times, ties by name) or even earlier. With
+    no clusterName recorded yet (the hub was killed, or its pass lost the choice), "b" still
+    wins: the Job is never created on "a" too, and "a"'s copy goes."""
+    remotes = {
+        "a": RemoteCopy(admitted_at=5.0 if tie else 4.0),
+        "b": RemoteCopy(admitted_at=5.0, has_job=True),
+        "c": WAITING,
+    }
+    plan = reconcile(PENDING, remotes, [], ("a", "b", "c"), None, 15.0)
+    assert plan.create_job_on is None and plan.delete_on == ["a", "c"]
+    assert plan.cluster_name == "b" and plan.check == ("Ready", 'The workload was admitted on "b"')
+
+
 @pytest.mark.parametrize(
     ("case", "error", "active", "want"),
     [
