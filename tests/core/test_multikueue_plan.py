@@ -119,7 +119,7 @@ def test_reconcile(
         "nominated": plan.nominated, "cluster_name": plan.cluster_name,
         "finish": plan.finish, "wait_lost": plan.wait_lost,
     }  # fmt: skip
-    empty = {"delete_on": [], "create_on": [], "create_job_on": None, "check": None,
+    empty: dict[str, object] = {"delete_on": [], "create_on": [], "create_job_on": None, "check": None,
              "nominated": None, "cluster_name": None, "finish": None, "wait_lost": None}  # fmt: skip
     expected = {**empty, **want}
     if case.startswith("nobody admits"):
