@@ -119,7 +119,7 @@ def test_reconcile(
         "nominated": plan.nominated, "cluster_name": plan.cluster_name,
         "finish": plan.finish, "wait_lost": plan.wait_lost,
     }  # fmt: skip
-    empty = {"delete_on": [], "create_on": [], "create_job_on": None, "check": None,
+    empty: dict[str, object] = {"delete_on": [], "create_on": [], "create_job_on": None, "check": None,
              "nominated": None, "cluster_name": None, "finish": None, "wait_lost": None}  # fmt: skip
     expected = {**empty, **want}
     if case.startswith("nobody admits"):
@@ -139,6 +139,22 @@ def test_a_workload_never_runs_on_two_workers_once_chosen() -> None:
         15.0,
     )
     assert plan.delete_on == ["b"] and plan.create_job_on is None and plan.check is None
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_the_worker_sent_the_job_stays_chosen_before_clusterName(tie: bool) -> None:
+    """The Job went to "b" (its copy was seen admitted first); "a"'s copy is seen admitted
+    since, by the same second (second-resolution times, ties by name) or even earlier. With
+    no clusterName recorded yet (the hub was killed, or its pass lost the choice), "b" still
+    wins: the Job is never created on "a" too, and "a"'s copy goes."""
+    remotes = {
+        "a": RemoteCopy(admitted_at=5.0 if tie else 4.0),
+        "b": RemoteCopy(admitted_at=5.0, has_job=True),
+        "c": WAITING,
+    }
+    plan = reconcile(PENDING, remotes, [], ("a", "b", "c"), None, 15.0)
+    assert plan.create_job_on is None and plan.delete_on == ["a", "c"]
+    assert plan.cluster_name == "b" and plan.check == ("Ready", 'The workload was admitted on "b"')
 
 
 @pytest.mark.parametrize(

@@ -98,8 +98,14 @@ def test_all_at_once_dispatch_runs_on_one_worker(clusters: Clusters) -> None:
         )
 
     wait_for("three workers Active", all_active)
-    ac = hub.get(f"{KUEUE}/admissionchecks/mk").json()
-    assert condition(ac, "Active")["reason"] == "Active"
+    # The check's Active is written after the workers' own, in the same pass: wait for it too.
+    wait_for(
+        "the check Active",
+        lambda: (
+            condition(hub.get(f"{KUEUE}/admissionchecks/mk").json(), "Active").get("reason")
+            == "Active"
+        ),
+    )
     code, out = cli(c.hub, c.tmp, "cluster", "list")
     assert code == 0 and all(f"w{i}" in out for i in (1, 2, 3)), out
     assert out.count("Active") >= 3 and "zone=w1" in out

@@ -83,10 +83,12 @@ def nominate(
     return tuple(nominated), None
 
 
-def _first_admitted(remotes: Mapping[str, RemoteCopy | None]) -> str | None:
+def _first_admitted(remotes: Mapping[str, RemoteCopy | None], with_job: bool = False) -> str | None:
+    """The worker whose copy was admitted first (ties, within a second, by name); with
+    ``with_job``, among those the Job was already sent to only."""
     best: tuple[float, str] | None = None
     for name, seen in remotes.items():
-        if seen is None or seen.admitted_at is None:
+        if seen is None or seen.admitted_at is None or (with_job and not seen.has_job):
             continue
         if best is None or (seen.admitted_at, name) < best:
             best = (seen.admitted_at, name)
@@ -130,7 +132,10 @@ def reconcile(
             )
             plan.events.append(plan.check[1])
             return plan
-    winner = _first_admitted(remotes)
+    # A Job on a worker is the hub's choice already made (the hub sends it only to the worker
+    # it picked, before it records clusterName): it holds against a copy seen admitted earlier
+    # since, or by the same second with a smaller name, so the Job never goes to a second worker.
+    winner = _first_admitted(remotes, with_job=True) or _first_admitted(remotes)
     if local.cluster_name is not None and winner not in (None, local.cluster_name):
         winner = local.cluster_name if remotes.get(local.cluster_name) else None
     # 6a. Ready but no admitted copy visible.

@@ -529,16 +529,25 @@ class MultiKueueController:
         if name is None:
             return None
         w = connected.get(name)
-        sending = self._in_flight.busy(CREATE_JOB, name, key)
         if (
             w is None
             or key not in w.copies
             or not _true(doc, "QuotaReserved")
-            or (not sending and key not in w.jobs)
+            or not self._job_sent(name, key, w)
         ):
             del self._placing[key]
             return None
         return name
+
+    def _job_sent(self, name: str, key: str, w: WorkerView) -> bool:
+        """Whether the workload's Job is on its way to worker ``name`` or there. An answered
+        create is in the worker's cache before it leaves the in-flight set, so asked in this
+        order, one answered after the pass's snapshot ``w`` was taken is still seen there."""
+        return (
+            key in w.jobs
+            or self._in_flight.busy(CREATE_JOB, name, key)
+            or self.workers[name].has_job(key)
+        )
 
     def _submit(self, verb: str, w: WorkerView, key: str, body: JsonDoc | None = None,
                 base: str = WORKLOADS, plural: str = "workloads") -> None:  # fmt: skip

@@ -118,6 +118,11 @@ class Worker:
                 self.lost_since, copies, jobs,
             )  # fmt: skip
 
+    def has_job(self, key: str) -> bool:
+        """Whether the worker has the workload's Job now (a pass's snapshot may predate it)."""
+        with self._lock:
+            return key in self.jobs
+
     def refresh_jobs(self) -> list[str]:
         """Read the Jobs again and take the newer status of those the watch knows (a Job's
         status on a gpuaas worker follows its pods without a change its watch would send).
