@@ -299,7 +299,7 @@ def test_an_unexpected_error_is_the_apps_500_through_either_path(
         raise RuntimeError("disk on fire")
 
     async def answer(server: Server, fast: bool) -> tuple[int, bytes]:
-        monkeypatch.setattr(server.engine, "create", broken)
+        monkeypatch.setattr(server.engine, "create_many", broken)  # what a create calls
         app: ASGIApp = fast_paths.outermost(server.app) if fast else server.app
         token = server.admin_token_path.read_text().strip()
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)

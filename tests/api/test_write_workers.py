@@ -48,3 +48,43 @@ def test_a_cancelled_await_leaves_the_workers_serving() -> None:
         return await write_workers.offload(lambda: 7)
 
     assert asyncio.run(main()) == 7
+
+
+def test_items_offloaded_in_one_step_make_one_call_in_order() -> None:
+    calls: list[list[int]] = []
+
+    def double(items: list[int]) -> list[int | Exception]:
+        calls.append(list(items))
+        return [ValueError(f"odd {i}") if i % 2 else i * 2 for i in items]
+
+    async def one(key: str, i: int) -> int | str:
+        try:
+            answer: int = await write_workers.offload_many(double, key, i)
+        except ValueError as exc:
+            return str(exc)
+        return answer
+
+    async def main() -> list[int | str]:
+        first = await asyncio.gather(*(one("k", i) for i in range(6)), one("other", 10))
+        return [*first, await one("k", 4)]  # a later step: a call of its own
+
+    assert asyncio.run(main()) == [0, "odd 1", 4, "odd 3", 8, "odd 5", 20, 8]
+    assert calls == [[0, 1, 2, 3, 4, 5], [10], [4]]
+
+
+def test_a_failed_call_is_every_item_s_answer() -> None:
+    def broken(items: list[int]) -> list[int]:
+        return items[:1]  # an answer short
+
+    def raising(items: list[int]) -> list[int]:
+        raise KeyError("down")
+
+    async def main() -> None:
+        got = await asyncio.gather(
+            *(write_workers.offload_many(broken, "b", i) for i in range(3)),
+            *(write_workers.offload_many(raising, "r", i) for i in range(2)),
+            return_exceptions=True,
+        )
+        assert [type(g) for g in got] == [RuntimeError] * 3 + [KeyError] * 2
+
+    asyncio.run(main())

@@ -218,7 +218,9 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
                     lambda: engine.preview(kind, namespace, None, lambda _: doc)
                 )
             else:
-                out = await write_workers.offload(engine.create, kind, namespace, doc)
+                out = await write_workers.offload_many(
+                    lambda items: engine.create_many(kind, items), (engine, kind), (namespace, doc)
+                )
         except AlreadyExists as exc:
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None

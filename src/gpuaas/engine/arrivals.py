@@ -7,6 +7,12 @@ arrival, or any read, tick or other write) first applies and schedules every arr
 each at the instant it arrived, exactly as a create that scheduled itself would have, and
 persists what that decided as one batch. ``settle`` waits for that without reading anything. It
 also offers the watch subscriptions (``engine.watch``). No admission rule lives here.
+
+``create_many`` makes several creates from one thread: each is begun (checked, stored under the
+lock, submitted to the group commit) as ``create`` begins it, in order, and then all are waited
+for together. The server hands it the creates that arrive in one event-loop step
+(``api.write_workers.offload_many``): one thread wakes, waits and answers for all of them,
+instead of one thread per request.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuaas.core.cluster import Cluster
 from gpuaas.core.objects import Workload
@@ -34,6 +40,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GATHER_S = 0.005  # how long the scheduler thread lets arrivals gather before it settles them
+
+
+class Begun(NamedTuple):
+    """A create stored under the lock and submitted to the group commit, not yet durable."""
+
+    kind: Kind
+    key: ObjectKey
+    doc: dict[str, Any]  # as stored
+    shown: dict[str, Any] | None  # the answer; None: read back once durable (it was settled)
+    ack: Ack
 
 
 class Arrivals:
@@ -63,6 +79,43 @@ class Arrivals:
         def _new_batch(self) -> _Batch: ...
 
         def _shown(self, kind: Kind, rec: ObjectRecord) -> dict[str, Any]: ...
+
+        def _wait(self, fut: Ack) -> None: ...
+
+        def _begin_create(
+            self, kind: Kind, namespace: str | None, doc: dict[str, Any]
+        ) -> Begun: ...
+
+    def _finish_create(self, begun: Begun) -> dict[str, Any]:
+        """Wait until a begun create is durable; its answer."""
+        self._wait(begun.ack)
+        if begun.shown is not None:  # what was stored: its admission is decided after the reply
+            return begun.shown
+        with self._lock:
+            current = self.objects.get(begun.key)
+            return self._shown(begun.kind, current) if current is not None else begun.doc
+
+    def create_many(
+        self, kind: Kind, items: Sequence[tuple[str | None, dict[str, Any]]]
+    ) -> list[dict[str, Any] | Exception]:
+        """``create(kind, namespace, doc)`` for each item, begun in order (as concurrent creates
+        arriving in that order) and waited for together: each answer, or what its create raised."""
+        begun: list[Begun | Exception] = []
+        for namespace, doc in items:
+            try:
+                begun.append(self._begin_create(kind, namespace, doc))
+            except Exception as exc:  # that create's answer; the others go on
+                begun.append(exc)
+        out: list[dict[str, Any] | Exception] = []
+        for one in begun:
+            if isinstance(one, Exception):
+                out.append(one)
+                continue
+            try:
+                out.append(self._finish_create(one))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     def _has_arrivals(self) -> bool:
         return bool(self._arrivals)

@@ -37,7 +37,7 @@ from gpuaas.engine import (
     persisted,
     status,
 )
-from gpuaas.engine.arrivals import Arrivals
+from gpuaas.engine.arrivals import Arrivals, Begun
 from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
@@ -325,6 +325,10 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
+        return self._finish_create(self._begin_create(kind, namespace, doc))
+
+    def _begin_create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> Begun:
+        """``create`` up to its commit, submitted but not waited for (``arrivals.Begun``)."""
         # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
         # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
         deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
@@ -396,13 +400,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 self._settle(now, batch)
                 fut = self._commit(batch)
                 shown = None
-            out_key = key
-        self._wait(fut)
-        if shown is not None:  # what was stored: its admission is decided after the reply
-            return shown
-        with self._lock:
-            current = self.objects.get(out_key)
-            return self._shown(kind, current) if current is not None else doc
+        return Begun(kind, key, doc, shown, fut)
 
     def _put_derived(
         self,
