@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 
@@ -36,6 +35,7 @@ from gpuaas.engine import (
     generate_name,
     persisted,
     status,
+    uids,
 )
 from gpuaas.engine.arrivals import Arrivals, Begun
 from gpuaas.engine.deletion import Deletion
@@ -332,9 +332,9 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
         # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
         deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
-        # Drawn before the lock: os.urandom releases the GIL, and a release under the lock let
-        # the other request threads run into it and queue there.
-        uid, derived_uid = str(uuid.uuid4()), str(uuid.uuid4()) if kind.job else None
+        # Drawn before the lock: os.urandom (once per uids.BLOCK) releases the GIL, and a release
+        # under the lock let the other request threads run into it and queue there.
+        uid, derived_uid = uids.new(), uids.new() if kind.job else None
         with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
             doc = generate_name.named(
@@ -430,7 +430,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             self._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
             return
         doc["metadata"].update(
-            uid=uid or str(uuid.uuid4()),
+            uid=uid or uids.new(),
             resourceVersion=str(rv),
             creationTimestamp=render.rfc3339(now),
             generation=1,
