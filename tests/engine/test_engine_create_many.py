@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpuaas.core.manifest_notebook import STOPPED_ANNOTATION
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Invalid
-from gpuaas.store import open_store
-from gpuaas.vocab.kinds import BY_KIND
+from gpuaas.store import Ack, AppendChange, Write, open_store
+from gpuaas.vocab.kinds import BY_KIND, NOTEBOOK
 
 WL = BY_KIND["Workload"]
 JOB = BY_KIND["Job"]
@@ -136,3 +138,77 @@ def test_every_answered_item_is_stored(tmp_path: Path) -> None:
         assert {d["metadata"]["name"] for d in reopened.list_objects(JOB)[0]} == {"j0", "j1"}
     finally:
         reopened.close()
+
+
+def notebook(name: str, *, stopped: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}}
+    if stopped:
+        meta["annotations"] = {STOPPED_ANNOTATION: "now"}
+    container = {"name": name, "image": "x", "resources": {"requests": {"cpu": "1"}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "Notebook", "metadata": meta,
+            "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+
+
+def _submits(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[list[Write]]:
+    """Every list of writes handed to the group commit from now on, in submission order."""
+    seen: list[list[Write]] = []
+    submit = engine.committer.submit
+
+    def spy(writes: Sequence[Write], after: Callable[[], None] | None = None) -> Ack:
+        seen.append(list(writes))
+        return submit(writes, after)
+
+    monkeypatch.setattr(engine.committer, "submit", spy)
+    return seen
+
+
+def _added(writes: list[Write]) -> list[str]:
+    return [
+        w.change.key.name
+        for w in writes
+        if isinstance(w, AppendChange) and w.change.type == "ADDED"
+    ]
+
+
+def test_arrivals_go_to_the_group_commit_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = _engine(tmp_path / "g.db", scheduler=True)
+    try:
+        seen = _submits(engine, monkeypatch)
+        got = engine.create_many(WL, [("t", workload(f"w{i}")) for i in range(8)])
+        assert all(isinstance(a, dict) for a in got)
+        creates = [added for added in map(_added, seen) if added]
+        assert creates == [[f"w{i}" for i in range(8)]]  # one item, in order
+    finally:
+        engine.close()
+
+
+def test_a_create_that_settles_at_once_is_stored_after_the_arrivals_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped Notebook has no Workload and settles inside its create, catching up on the
+    arrivals first: their own writes are submitted before the statuses that catch-up decides."""
+    engine = _engine(tmp_path / "g.db", scheduler=True)
+    try:
+        seen = _submits(engine, monkeypatch)
+        docs = [notebook("a"), notebook("b"), notebook("c", stopped=True), notebook("d")]
+        got = engine.create_many(NOTEBOOK, [("t", d) for d in docs])
+        assert all(isinstance(a, dict) for a in got)
+        engine.settle()
+        order = [
+            (w.change.type, w.change.key.gk == WL.gk, w.change.key.name)
+            for writes in seen
+            for w in writes
+            if isinstance(w, AppendChange)
+        ]
+        for name in "abd":  # each Workload is stored before its status
+            added = order.index(("ADDED", True, name))
+            assert added < order.index(("MODIFIED", True, name)), order
+        assert [a for a in map(_added, seen) if a] == [
+            ["a", "a", "b", "b"],  # each Notebook with its Workload
+            ["c"],
+            ["d", "d"],
+        ]
+    finally:
+        engine.close()

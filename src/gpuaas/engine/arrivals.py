@@ -8,9 +8,10 @@ each at the instant it arrived, exactly as a create that scheduled itself would 
 persists what that decided as one batch. ``settle`` waits for that without reading anything. It
 also offers the watch subscriptions (``engine.watch``). No admission rule lives here.
 
-``create_many`` makes several creates from one thread: each is begun (checked, stored under the
-lock, submitted to the group commit) as ``create`` begins it, in order, and then all are waited
-for together. The server hands it the creates that arrive in one event-loop step
+``create_many`` makes several creates from one thread: each is begun (checked and stored under
+the lock) as ``create`` begins it, in order, and then all are waited for together. Arrivals'
+writes go to the group commit as one item (``Shared``), submitted before the lock is let go
+(or before a create that settles at once), so nothing decided later is stored before them. The server hands it the creates that arrive in one event-loop step
 (``api.write_workers.offload_many``): one thread wakes, waits and answers for all of them,
 instead of one thread per request.
 """
@@ -31,7 +32,7 @@ from gpuaas.engine import documents
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.engine.watch import Encoding, Lines, Subscription, WatchHub
-from gpuaas.store import Ack, Change, ObjectKey, ObjectRecord
+from gpuaas.store import Ack, Change, GroupCommitter, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import WORKLOAD, Kind
 
 if TYPE_CHECKING:
@@ -42,6 +43,44 @@ log = logging.getLogger(__name__)
 GATHER_S = 0.005  # how long the scheduler thread lets arrivals gather before it settles them
 
 
+class Later:
+    """The ``Ack`` of a create whose writes wait in a ``Shared``, once it is submitted."""
+
+    __slots__ = ("ack",)
+
+    def __init__(self) -> None:
+        self.ack: Ack | None = None
+
+
+class Shared:
+    """The arrivals of one ``create_many``, gathered under the engine lock in order and
+    submitted to the group commit as one item (one ``Ack``, one watch hand-off) by ``flush``,
+    still under the lock, before anything else is committed."""
+
+    __slots__ = ("_batch", "_commit", "_new_batch", "_waiting")
+
+    def __init__(self, commit: Callable[[_Batch], Ack], new_batch: Callable[[], _Batch]) -> None:
+        self._commit = commit
+        self._new_batch = new_batch
+        self._batch = new_batch()
+        self._waiting: list[Later] = []
+
+    def add(self, batch: _Batch) -> Later:
+        self._batch.writes += batch.writes
+        self._batch.changes += batch.changes
+        later = Later()
+        self._waiting.append(later)
+        return later
+
+    def flush(self) -> None:
+        if not self._waiting:
+            return
+        ack = self._commit(self._batch)
+        for later in self._waiting:
+            later.ack = ack
+        self._batch, self._waiting = self._new_batch(), []
+
+
 class Begun(NamedTuple):
     """A create stored under the lock and submitted to the group commit, not yet durable."""
 
@@ -49,7 +88,7 @@ class Begun(NamedTuple):
     key: ObjectKey
     doc: dict[str, Any]  # as stored
     shown: dict[str, Any] | None  # the answer; None: read back once durable (it was settled)
-    ack: Ack
+    ack: Ack | Later
 
 
 class Arrivals:
@@ -60,6 +99,7 @@ class Arrivals:
     _arrivals: deque[tuple[Workload, float]]
     _scheduler: threading.Thread | None
     _wake: threading.Event
+    committer: GroupCommitter
     _stopping: bool
     hub: WatchHub
     objects: ObjectIndex
@@ -83,12 +123,14 @@ class Arrivals:
         def _wait(self, fut: Ack) -> None: ...
 
         def _begin_create(
-            self, kind: Kind, namespace: str | None, doc: dict[str, Any]
+            self, kind: Kind, namespace: str | None, doc: dict[str, Any], shared: Shared | None
         ) -> Begun: ...
 
     def _finish_create(self, begun: Begun) -> dict[str, Any]:
         """Wait until a begun create is durable; its answer."""
-        self._wait(begun.ack)
+        ack = begun.ack.ack if isinstance(begun.ack, Later) else begun.ack
+        assert ack is not None, "a create's shared writes were never submitted"
+        self._wait(ack)
         if begun.shown is not None:  # what was stored: its admission is decided after the reply
             return begun.shown
         with self._lock:
@@ -101,11 +143,17 @@ class Arrivals:
         """``create(kind, namespace, doc)`` for each item, begun in order (as concurrent creates
         arriving in that order) and waited for together: each answer, or what its create raised."""
         begun: list[Begun | Exception] = []
-        for namespace, doc in items:
-            try:
-                begun.append(self._begin_create(kind, namespace, doc))
-            except Exception as exc:  # that create's answer; the others go on
-                begun.append(exc)
+        if self._scheduler is not None and (kind is WORKLOAD or kind.job):  # acknowledged once
+            # stored: their writes go to the group commit together, submitted under the lock
+            shared = Shared(self._commit, self._new_batch)
+            with self._lock.quick():
+                for namespace, doc in items:
+                    if self.committer.failed:  # what it holds drains (and fails) before a reload
+                        shared.flush()
+                    begun.append(self._begun(kind, namespace, doc, shared))
+                shared.flush()
+        else:  # each settles, and takes the lock, as a create does
+            begun = [self._begun(kind, namespace, doc, None) for namespace, doc in items]
         out: list[dict[str, Any] | Exception] = []
         for one in begun:
             if isinstance(one, Exception):
@@ -116,6 +164,14 @@ class Arrivals:
             except Exception as exc:
                 out.append(exc)
         return out
+
+    def _begun(
+        self, kind: Kind, namespace: str | None, doc: dict[str, Any], shared: Shared | None
+    ) -> Begun | Exception:
+        try:
+            return self._begin_create(kind, namespace, doc, shared)
+        except Exception as exc:  # that create's answer; the others go on
+            return exc
 
     def _has_arrivals(self) -> bool:
         return bool(self._arrivals)

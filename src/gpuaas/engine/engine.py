@@ -37,7 +37,7 @@ from gpuaas.engine import (
     status,
     uids,
 )
-from gpuaas.engine.arrivals import Arrivals, Begun
+from gpuaas.engine.arrivals import Arrivals, Begun, Shared
 from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.multikueue import webhook
@@ -327,8 +327,10 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
     def create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> JsonDoc:
         return self._finish_create(self._begin_create(kind, namespace, doc))
 
-    def _begin_create(self, kind: Kind, namespace: str | None, doc: JsonDoc) -> Begun:
-        """``create`` up to its commit, submitted but not waited for (``arrivals.Begun``)."""
+    def _begin_create(
+        self, kind: Kind, namespace: str | None, doc: JsonDoc, shared: Shared | None = None
+    ) -> Begun:
+        """``create`` up to its commit, submitted (or added to ``shared``) but not waited for."""
         # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
         # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
         deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
@@ -385,7 +387,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 self._put_derived(batch, obj, doc, now, created=True, uid=derived_uid)
             if deferred and prebuilt is None and isinstance(obj, Workload) and not stopped:
                 self._arrivals.append((obj, now))
-                fut = self._commit(batch)
+                fut = self._commit(batch) if shared is None else shared.add(batch)
                 if not self._wake.is_set():  # set already while the scheduler gathers
                     self._wake.set()
                 # The document in hand: the reply and the first status write decode nothing.
@@ -393,6 +395,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 if kind is WORKLOAD:  # a job's own record gets no status write
                     self._fresh[key] = (rv, doc)
             else:
+                if shared is not None:  # what it holds is stored before what this decides
+                    shared.flush()
                 if deferred and self._has_arrivals():  # quick() did not settle: earlier first
                     self._catch_up()
                 if prebuilt is None and not stopped:  # a stopped Notebook has no Workload
