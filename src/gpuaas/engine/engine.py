@@ -334,8 +334,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         # A Workload (or a Job's) is queued for the scheduler thread when it runs; anything else
         # changes what the scheduler sees (quota, queues, namespaces) and settles at once.
         deferred = self._scheduler is not None and (kind is WORKLOAD or kind.job)
-        # Drawn before the lock: os.urandom (once per uids.BLOCK) releases the GIL, and a release
-        # under the lock let the other request threads run into it and queue there.
+        # Drawn before the lock (but in create_many's hold): os.urandom releases the GIL, and a
+        # release under the lock let other request threads queue there; once per uids.BLOCK now.
         uid, derived_uid = uids.new(), uids.new() if kind.job else None
         with self._lock.quick() if deferred else self._lock:
             self._reload_if_failed()
