@@ -22,15 +22,29 @@ defaults) therefore:
    becomes unreachable is not reclaimed before the process ends (``gc.freeze``'s trade-off).
 
 No decision or stored byte depends on this: it changes when memory is reclaimed, not what.
+
+With ``GPUAAS_GC_LOG=1`` in its environment, ``apply`` also times every collection
+(``gc.callbacks``) and logs, at most once a second, the collections so far per generation with
+their total and longest pause, and every full collection as it ends: the evidence for or against
+the collector when the server's CPU per request grows with its heap.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
+import os
+import time
+from typing import Any
 
 YOUNG = 10_000  # allocations (net of frees) between young collections; CPython's default is 700
 MIDDLE = 10  # young collections per collection of the middle generation (as CPython)
 OLD = 100  # middle collections before a full one is considered (default 10)
+
+
+LOG_ENV = "GPUAAS_GC_LOG"
+
+log = logging.getLogger(__name__)
 
 
 def apply() -> None:
@@ -38,3 +52,41 @@ def apply() -> None:
     gc.set_threshold(YOUNG, MIDDLE, OLD)
     gc.collect()
     gc.freeze()
+    if os.environ.get(LOG_ENV) == "1":
+        gc.callbacks.append(PauseLog().callback)
+
+
+class PauseLog:
+    """Collections per generation, their total and longest pause: a ``gc.callbacks`` entry."""
+
+    def __init__(self, clock: Any = time.perf_counter, every: float = 1.0) -> None:
+        self.clock, self.every = clock, every
+        self.count = [0, 0, 0]
+        self.total = [0.0, 0.0, 0.0]  # seconds
+        self.longest = [0.0, 0.0, 0.0]
+        self._started = 0.0
+        self._logged = clock()
+
+    def callback(self, phase: str, info: dict[str, int]) -> None:
+        now = self.clock()
+        if phase == "start":
+            self._started = now
+            return
+        gen, pause = info["generation"], now - self._started
+        self.count[gen] += 1
+        self.total[gen] += pause
+        self.longest[gen] = max(self.longest[gen], pause)
+        if gen == 2:
+            log.warning(
+                "gc: full collection %.1f ms, %d collected", 1000 * pause, info["collected"]
+            )
+        if now - self._logged >= self.every:
+            self._logged = now
+            log.warning("gc: %s", self.summary())
+
+    def summary(self) -> str:
+        """``gen0 N T ms (max M ms), gen1 ..., gen2 ...``: cumulative since ``apply``."""
+        return ", ".join(
+            f"gen{g} {self.count[g]} {1000 * self.total[g]:.1f} ms (max {1000 * self.longest[g]:.1f} ms)"
+            for g in range(3)
+        )
