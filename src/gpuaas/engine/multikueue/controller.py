@@ -26,15 +26,16 @@ import binascii
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue.hub import AC_KIND, Hub, HubReader, config_clusters
 from gpuaas.engine.multikueue.operations import (
     CREATE_COPY,
     CREATE_JOB,
@@ -57,9 +58,7 @@ from gpuaas.vocab import multikueue as mk
 from gpuaas.vocab.kinds import (
     BY_KIND,
     MULTIKUEUE_CLUSTER,
-    MULTIKUEUE_CONFIG,
     SECRET,
-    WORKLOAD,
     Kind,
 )
 from gpuaas.vocab.render import parse_rfc3339, rfc3339
@@ -69,7 +68,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 JsonDoc = dict[str, Any]
-AC_KIND = BY_KIND["AdmissionCheck"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,15 +139,6 @@ def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
     return plan_mk.RemoteCopy(admitted_at, finished, _true(doc, "Evicted"), pending, has_job)
 
 
-@dataclass(slots=True)
-class _Hub:
-    """What a pass read of the manager: each workload's doc and its MultiKueue check."""
-
-    workloads: dict[str, JsonDoc] = field(default_factory=dict)
-    check_of: dict[str, str] = field(default_factory=dict)  # workload key -> MK check name
-    clusters_of: dict[str, list[str]] = field(default_factory=dict)  # MK check -> clusters
-
-
 class MultiKueueController:
     """The ``CheckController`` for ``kueue.x-k8s.io/multikueue``."""
 
@@ -180,6 +169,7 @@ class MultiKueueController:
         self._mirrored: dict[str, JsonDoc] = {}
         # (worker, workload) -> its copy as last read and what remote_copy made of it
         self._copies_read: dict[tuple[str, str], tuple[JsonDoc, plan_mk.RemoteCopy]] = {}
+        self._hub = HubReader()  # the manager's workloads, each decoded once per change
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -238,7 +228,7 @@ class MultiKueueController:
         if full:
             self._full_at = time.monotonic()
             self._load_workers(engine)
-        hub = self._read_hub(engine, keys)
+        hub = self._hub.read(engine, keys)
         views = {name: w.snapshot(keys) for name, w in self.workers.items()}
         if full:
             self._refresh_job_statuses(hub)
@@ -246,7 +236,7 @@ class MultiKueueController:
         for key in self._dispatch(engine, hub, views, now, full):
             self._touch(key)
 
-    def _refresh_job_statuses(self, hub: _Hub) -> None:
+    def _refresh_job_statuses(self, hub: Hub) -> None:
         """Every ``idle_interval``, read again the Jobs of the workers that run this hub's
         unfinished workloads: a gpuaas worker's Job status follows its pods, which its watch
         does not report, and Kueue mirrors that status until the Job finishes."""
@@ -341,24 +331,12 @@ class MultiKueueController:
             writes.write_status(engine, MULTIKUEUE_CLUSTER, None, w.name, {"conditions": [cond]})
         self._write_check_active(engine, views, now)
 
-    def _config_clusters(self, engine: Engine, ac: JsonDoc) -> tuple[str | None, list[str]]:
-        params = (ac.get("spec") or {}).get("parameters")
-        error = plan_mk.config_ref_error(params if isinstance(params, dict) else None)
-        if error is not None:
-            return error, []
-        name = str(params["name"]) if isinstance(params, dict) else ""
-        try:
-            cfg = engine.get(MULTIKUEUE_CONFIG, None, name)
-        except EngineError:
-            return f'multikueueconfigs.kueue.x-k8s.io "{name}" not found', []
-        return None, mk.config_clusters(cfg)
-
     def _write_check_active(self, engine: Engine, views: dict[str, WorkerView], now: float) -> None:
         acs, _ = engine.list_objects(AC_KIND)
         for ac in acs:
             if (ac.get("spec") or {}).get("controllerName") != mk.CONTROLLER_NAME:
                 continue
-            error, clusters = self._config_clusters(engine, ac)
+            error, clusters = config_clusters(engine, ac)
             active = {w.name: w.active for w in views.values()}
             status, reason, message = plan_mk.admission_check_active(error, clusters, active)
             cond = {
@@ -374,38 +352,15 @@ class MultiKueueController:
             except EngineError as exc:
                 log.warning("AdmissionCheck %s: %s", ac["metadata"]["name"], exc)
 
-    def _read_hub(self, engine: Engine, keys: set[str] | None) -> _Hub:
-        """The MultiKueue checks and the workloads they apply to: all, or those of ``keys``
-        (one gone since is left to the next full pass)."""
-        hub = _Hub()
-        acs, _ = engine.list_objects(AC_KIND)
-        for ac in acs:
-            if (ac.get("spec") or {}).get("controllerName") == mk.CONTROLLER_NAME:
-                _, clusters = self._config_clusters(engine, ac)
-                hub.clusters_of[str(ac["metadata"]["name"])] = clusters
-        if not hub.clusters_of:
-            return hub
-        docs: Iterable[JsonDoc]
-        if keys is None:
-            docs, _ = engine.list_objects(WORKLOAD)
-        else:
-            docs = read_docs(engine, ((WORKLOAD, key) for key in sorted(keys))).values()
-        for doc in docs:
-            for entry in (doc.get("status") or {}).get("admissionChecks") or []:
-                if entry.get("name") in hub.clusters_of:
-                    key = _key(doc)
-                    hub.workloads[key] = doc
-                    hub.check_of[key] = str(entry["name"])
-        return hub
-
     # -- dispatch -------------------------------------------------------------------------------
     def _dispatch(
-        self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float, full: bool
+        self, engine: Engine, hub: Hub, views: dict[str, WorkerView], now: float, full: bool
     ) -> list[str]:
         """Plan ``hub``'s workloads, start the remote writes, apply the hub's side; the keys of
         the workloads it updated on the hub."""
         results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
         sends: list[tuple[Kind, str, WorkerView]] = []  # Jobs to send to their worker
+        copies: list[tuple[str, WorkerView]] = []  # Workload copies to create
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
         if full:  # copies on workers whose manager workload no longer needs them: garbage
@@ -465,13 +420,14 @@ class MultiKueueController:
             )  # fmt: skip
             for n in p.delete_on:
                 self._remove(connected[n], key)
-            for n in p.create_on:
-                self._submit(
-                    CREATE_COPY, connected[n], key, workload_copy(doc, self.options.origin)
-                )
+            copies.extend((key, connected[n]) for n in p.create_on)
             if p.create_job_on is not None and (job_kind := _job_kind(doc)) is not None:
                 sends.append((job_kind, key, connected[p.create_job_on]))
             results.append((key, p, doc))
+        bodies = HubReader.full_docs(engine, {key for key, _ in copies})
+        for key, w in copies:
+            if key in bodies:
+                self._submit(CREATE_COPY, w, key, workload_copy(bodies[key], self.options.origin))
         sent = self._send_jobs(engine, sends)
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
@@ -500,7 +456,7 @@ class MultiKueueController:
         # message lead to nothing of their own (the workers' answers and watches go on).
         return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
 
-    def _forget(self, hub: _Hub, views: dict[str, WorkerView]) -> None:
+    def _forget(self, hub: Hub, views: dict[str, WorkerView]) -> None:
         """A full pass drops what the controller remembers of workloads and copies gone."""
         for key in set(self._placing) - set(hub.workloads):
             del self._placing[key]
@@ -573,7 +529,7 @@ class MultiKueueController:
 
     def _write_back(
         self,
-        hub: _Hub,
+        hub: Hub,
         key: str,
         p: plan_mk.Plan,
         doc: JsonDoc,
