@@ -65,6 +65,7 @@ from gpuaas.vocab.render import parse_rfc3339, rfc3339
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
+    from gpuaas.store.groupcommit import Ack
 
 log = logging.getLogger(__name__)
 JsonDoc = dict[str, Any]
@@ -170,6 +171,10 @@ class MultiKueueController:
         # (worker, workload) -> its copy as last read and what remote_copy made of it
         self._copies_read: dict[tuple[str, str], tuple[JsonDoc, plan_mk.RemoteCopy]] = {}
         self._hub = HubReader()  # the manager's workloads, each decoded once per change
+        # The remote writes a pass planned, started together once what they follow is stored,
+        # and the commit of the last pass's updates, not waited for at its end (see _flush).
+        self._queued: list[Operation] = []
+        self._unsaved: Ack | None = None
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -225,6 +230,8 @@ class MultiKueueController:
         assert engine is not None
         now = self.clock()
         full = keys is None
+        self._queued = []  # left by a pass that failed: the next full pass plans them again
+        self._saved(engine, wait=False)
         if full:
             self._full_at = time.monotonic()
             self._load_workers(engine)
@@ -429,6 +436,7 @@ class MultiKueueController:
             if key in bodies:
                 self._submit(CREATE_COPY, w, key, workload_copy(bodies[key], self.options.origin))
         sent = self._send_jobs(engine, sends)
+        self._flush(engine)
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
             (views[str(doc["status"]["clusterName"])], key)
@@ -448,10 +456,13 @@ class MultiKueueController:
             if mirror is not None:
                 mirrors.append(mirror)
         try:
-            applied = set(writes.update_workloads(engine, updates, mirrors))
+            done, ack = writes.apply_workloads(engine, updates, mirrors)
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
             raise
+        applied = set(done)
+        if ack is not None:  # commits are stored in order: waiting for the last waits for all
+            self._unsaved = ack
         # The next pass plans again what these writes may lead to; a nomination and a Pending
         # message lead to nothing of their own (the workers' answers and watches go on).
         return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
@@ -508,11 +519,38 @@ class MultiKueueController:
     def _submit(self, verb: str, w: WorkerView, key: str, body: JsonDoc | None = None,
                 base: str = WORKLOADS, plural: str = "workloads") -> None:  # fmt: skip
         if w.client is not None:
-            self._in_flight.submit(Operation(verb, w.name, key, w.client, base, plural, body))
+            self._queued.append(Operation(verb, w.name, key, w.client, base, plural, body))
 
     def _remove(self, w: WorkerView, key: str) -> None:
         if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
-            self._in_flight.submit(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
+            self._queued.append(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
+
+    def _flush(self, engine: Engine) -> None:
+        """Start the remote writes this pass planned, once the last pass's updates are stored.
+
+        A pass does not wait for its own commit (the wait was a third of a pass at 1,000
+        workloads, and the next pass's planning overlaps it now), but what it planned may rest
+        on the updates not stored yet: copies removed because the manager's workload finished
+        would, after a crash that lost the finish, leave it Ready with no copy, and it would run
+        again. So no remote write leaves before they are stored; a pass with none never waits."""
+        ops, self._queued = self._queued, []
+        if ops:
+            self._saved(engine, wait=True)
+        for op in ops:
+            self._in_flight.submit(op)
+
+    def _saved(self, engine: Engine, wait: bool) -> None:
+        """Make sure the last pass's commit is stored (``wait``), or check it if it is done
+        already; a failed one (``Unavailable``) leaves what was mirrored to be mirrored again."""
+        ack = self._unsaved
+        if ack is None or not (wait or ack.done()):
+            return
+        self._unsaved = None
+        try:
+            writes.saved(engine, ack)
+        except Exception:
+            self._mirrored.clear()
+            raise
 
     def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
         """Send each workload's Job to the worker that admitted its copy (the Jobs read in one
