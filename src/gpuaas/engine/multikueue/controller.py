@@ -5,12 +5,14 @@ It is a ``CheckController`` (``engine.checks``) for ``kueue.x-k8s.io/multikueue`
 checks' Active condition itself (``sets_active``), as Kueue's ``ACReconciler`` does. All remote
 I/O runs on its own thread (and a pool for calls to several workers at once), never under the
 engine lock. Each worker is watched (``workers``: list, then watch its Workloads and Jobs by the
-origin label), so a pass reads no worker over the network: it (1) takes a snapshot of each
-worker's watched copies and whether it answers, (2) writes each MultiKueueCluster's and
-AdmissionCheck's Active, (3) plans each workload group with the pure ``core.multikueue.reconcile``,
-(4) carries out the remote writes in parallel on each worker's persistent connections, then (5)
-writes the manager's side (check states, nomination, ``clusterName``, finishing, Job status)
-through ``writes``, all of a pass's workloads in one commit. Passes are event-driven: a Reserve on
+origin label), so a pass reads no worker over the network: it (1) reads the manager's workloads
+(``hub``: each decoded once per change) and takes a snapshot of each worker's watched copies and
+whether it answers, (2) writes each MultiKueueCluster's and AdmissionCheck's Active
+(``clusters``), (3) plans each workload group with the pure ``core.multikueue.reconcile``, (4)
+starts the remote writes in parallel on each worker's persistent connections, once the last
+pass's commit is stored (``_flush``), then (5) writes the manager's side (check states,
+nomination, ``clusterName``, finishing, Job status) through ``writes``, all of a pass's
+workloads in one commit, which it does not wait for. Passes are event-driven: a Reserve on
 the hub, every change a worker's watch sees and every answered write mark their workload and wake
 the thread, whose next pass plans those workloads only (as Kueue reconciles each workload on its
 own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
@@ -21,21 +23,17 @@ reaches a worker is ``remote``'s.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core import multikueue as plan_mk
-from gpuaas.engine.errors import EngineError
-from gpuaas.engine.multikueue import writes
-from gpuaas.engine.multikueue.hub import AC_KIND, Hub, HubReader, config_clusters
+from gpuaas.engine.multikueue import clusters, writes
+from gpuaas.engine.multikueue.hub import Hub, HubReader
 from gpuaas.engine.multikueue.operations import (
     CREATE_COPY,
     CREATE_JOB,
@@ -58,10 +56,9 @@ from gpuaas.vocab import multikueue as mk
 from gpuaas.vocab.kinds import (
     BY_KIND,
     MULTIKUEUE_CLUSTER,
-    SECRET,
     Kind,
 )
-from gpuaas.vocab.render import parse_rfc3339, rfc3339
+from gpuaas.vocab.render import parse_rfc3339
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -239,7 +236,7 @@ class MultiKueueController:
         views = {name: w.snapshot(keys) for name, w in self.workers.items()}
         if full:
             self._refresh_job_statuses(hub)
-            self._write_cluster_status(engine, views, now)
+            clusters.write_cluster_status(engine, views, now)
         for key in self._dispatch(engine, hub, views, now, full):
             self._touch(key)
 
@@ -275,7 +272,7 @@ class MultiKueueController:
                 w = Worker(name, self.clock, self._touch, self.options.origin)
                 self.workers[name] = w
             try:
-                raw = self._kubeconfig(engine, doc)
+                raw = clusters.kubeconfig(engine, doc, self.options.namespace)
                 if raw != w.config or w.client is None:
                     w.connect(raw, RemoteClient(parse_kubeconfig(raw)))
             except KubeConfigError as exc:
@@ -284,80 +281,6 @@ class MultiKueueController:
                     w.disconnect(None, exc.reason, message)
         for name in set(self.workers) - seen:
             self.workers.pop(name).disconnect(None, "", "")
-
-    def _kubeconfig(self, engine: Engine, doc: JsonDoc) -> bytes:
-        ref = mk.kubeconfig_ref(doc)
-        if ref is None:
-            raise KubeConfigError(
-                "MultiKueueClusterProfileFeatureDisabled",
-                "clusterProfileRef is not supported by gpuaas",
-            )
-        if ref.location_type == mk.LOCATION_PATH:
-            try:
-                return Path(ref.location).read_bytes()
-            except OSError as exc:
-                raise KubeConfigError("BadKubeConfig", str(exc)) from None
-        try:
-            secret = engine.get(SECRET, self.options.namespace, ref.location)
-        except EngineError:
-            raise KubeConfigError("BadKubeConfig", f'secrets "{ref.location}" not found') from None
-        value = (secret.get("data") or {}).get(mk.SECRET_KEY)
-        if value is None:
-            raise KubeConfigError(
-                "BadKubeConfig", f'key "{mk.SECRET_KEY}" not found in secret "{ref.location}"'
-            )
-        try:
-            return base64.b64decode(str(value), validate=True)
-        except (binascii.Error, ValueError):
-            raise KubeConfigError("BadKubeConfig", "kubeconfig: bad base64") from None
-
-    def _write_cluster_status(
-        self, engine: Engine, views: dict[str, WorkerView], now: float
-    ) -> None:
-        for w in views.values():
-            try:
-                doc = engine.get(MULTIKUEUE_CLUSTER, None, w.name)
-            except EngineError:
-                continue
-            old = _cond(doc, "Active")
-            status = "True" if w.active else "False"
-            message = w.message
-            seen = (old.get("status"), old.get("reason"), old.get("message")) if old else None
-            if seen == (status, w.reason, message):
-                continue
-            cond = {
-                "type": "Active",
-                "status": status,
-                "reason": w.reason,
-                "message": message,
-                "lastTransitionTime": rfc3339(now)
-                if old is None or old.get("status") != status
-                else old.get("lastTransitionTime"),
-                "observedGeneration": doc["metadata"].get("generation", 1),
-            }
-            writes.write_status(engine, MULTIKUEUE_CLUSTER, None, w.name, {"conditions": [cond]})
-        self._write_check_active(engine, views, now)
-
-    def _write_check_active(self, engine: Engine, views: dict[str, WorkerView], now: float) -> None:
-        acs, _ = engine.list_objects(AC_KIND)
-        for ac in acs:
-            if (ac.get("spec") or {}).get("controllerName") != mk.CONTROLLER_NAME:
-                continue
-            error, clusters = config_clusters(engine, ac)
-            active = {w.name: w.active for w in views.values()}
-            status, reason, message = plan_mk.admission_check_active(error, clusters, active)
-            cond = {
-                "type": "Active",
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": rfc3339(now),
-                "observedGeneration": ac["metadata"].get("generation", 1),
-            }
-            try:
-                writes.write_admission_check_active(engine, str(ac["metadata"]["name"]), cond)
-            except EngineError as exc:
-                log.warning("AdmissionCheck %s: %s", ac["metadata"]["name"], exc)
 
     # -- dispatch -------------------------------------------------------------------------------
     def _dispatch(
