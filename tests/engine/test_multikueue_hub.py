@@ -2,7 +2,8 @@
 once per change, not on every pass (a full pass reads them all every second); a workload
 woken by a worker's event and unchanged on the hub is not decoded again; what is kept has no
 spec or managedFields, while a copy's body still gets the whole document; a workload gone is
-forgotten at the next full pass."""
+forgotten at the next full pass; and a full pass plans again only the workloads something
+of which changed since a plan that changed nothing."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue.controller import MultiKueueController
 from gpuaas.engine.multikueue.hub import HubReader
 from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD
@@ -82,3 +85,28 @@ def test_a_workload_gone_is_forgotten_at_the_next_full_pass(engine: Engine) -> N
     engine.delete(BY_KIND["Job"], "ns", "b")
     assert sorted(reader.read(engine, None).workloads) == ["ns/a"]
     assert list(reader._docs) == ["ns/a"]
+
+
+def test_a_full_pass_plans_again_only_what_changed(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(engine, ["a", "b"])
+    planned: list[int] = []
+    real = plan_mk.reconcile
+    monkeypatch.setattr(plan_mk, "reconcile", lambda *a, **k: planned.append(1) or real(*a, **k))
+    c = MultiKueueController()
+    c.engine = engine
+    try:
+        c.sync_once(None)  # writes the check's Active, which the workloads' status follows
+        c.sync_once(None)
+        before = len(planned)
+        assert before >= 4  # each workload planned on each pass so far (each changed)
+        c.sync_once(None)
+        assert len(planned) == before  # the same inputs, last planned to do nothing: skipped
+        c.sync_once({"ns/a"})
+        assert len(planned) == before + 1  # an event's pass plans its workload all the same
+        assert writes.update_workload(engine, "ns/b", "mk", None, ("w1",), None, [])
+        c.sync_once(None)
+        assert len(planned) == before + 2  # only the workload whose document changed
+    finally:
+        c.close()

@@ -172,6 +172,9 @@ class MultiKueueController:
         # and the commit of the last pass's updates, not waited for at its end (see _flush).
         self._queued: list[Operation] = []
         self._unsaved: Ack | None = None
+        # workload -> what its last plan was made of, when that plan changed nothing: a full
+        # pass skips it while all of it is the same objects (see _inputs).
+        self._quiet: dict[str, tuple[Any, ...]] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -302,9 +305,14 @@ class MultiKueueController:
         kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
             mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
         )
+        inputs: dict[str, tuple[Any, ...]] = {}
         for key, doc in hub.workloads.items():
             check = hub.check_of[key]
             clusters = hub.clusters_of.get(check, [])
+            if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
+                inputs[key] = self._inputs(key, doc, clusters, views)
+                if full and self._quiet.get(key) == inputs[key]:
+                    continue
             status = doc.get("status") or {}
             state: JsonDoc = next(
                 (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
@@ -378,10 +386,16 @@ class MultiKueueController:
                 updates.append(u)
             if mirror is not None:
                 mirrors.append(mirror)
+            quiet = not (p.delete_on or p.create_on or p.create_job_on or p.finish or u or mirror)
+            if quiet and p.wait_lost is None and key in inputs:
+                self._quiet[key] = inputs[key]
+            else:
+                self._quiet.pop(key, None)
         try:
             done, ack = writes.apply_workloads(engine, updates, mirrors)
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
+            self._quiet.clear()
             raise
         applied = set(done)
         if ack is not None:  # commits are stored in order: waiting for the last waits for all
@@ -390,10 +404,28 @@ class MultiKueueController:
         # message lead to nothing of their own (the workers' answers and watches go on).
         return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
 
+    def _inputs(
+        self, key: str, doc: JsonDoc, clusters: list[str], views: dict[str, WorkerView]
+    ) -> tuple[Any, ...]:
+        """All a workload's plan is made of, bar the clock: its hub document (``hub`` keeps
+        one object per change), its workers' config, each worker's state and its copy and Job
+        there (the watches and answered writes replace these objects, never edit them), and
+        the worker its Job went to. The same objects plan the same: a workload whose last plan
+        changed nothing is not planned again until one of them is replaced, so a full pass
+        costs what changed, not every workload (a plan waiting for a lost worker, which the
+        clock moves, is never skipped)."""
+        workers = tuple(
+            (n, w.client is not None, w.active, w.lost_since, w.copies.get(key), w.jobs.get(key))
+            for n, w in views.items()
+        )
+        return doc, tuple(clusters), workers, self._placing.get(key)
+
     def _forget(self, hub: Hub, views: dict[str, WorkerView]) -> None:
         """A full pass drops what the controller remembers of workloads and copies gone."""
         for key in set(self._placing) - set(hub.workloads):
             del self._placing[key]
+        for key in set(self._quiet) - set(hub.workloads):
+            del self._quiet[key]
         owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
         for uid in set(self._mirrored) - owners:
             del self._mirrored[uid]
@@ -473,6 +505,7 @@ class MultiKueueController:
             writes.saved(engine, ack)
         except Exception:
             self._mirrored.clear()
+            self._quiet.clear()
             raise
 
     def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
