@@ -109,6 +109,12 @@ class Connections:
             raise
         return _Connection(sock)
 
+    def open_stream(self, read_s: float) -> socket.socket:
+        """A connection of its own, never pooled (a watch's stream), reading with ``read_s``."""
+        sock = self._open().sock
+        sock.settimeout(read_s)
+        return sock
+
     def request(self, method: str, path: str, headers: str, body: bytes | None) -> bytes:
         """The request's bytes; ``headers`` already written out (``Name: value\\r\\n`` each)."""
         head = f"{method} {self.prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}"

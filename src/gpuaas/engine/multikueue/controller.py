@@ -5,12 +5,14 @@ It is a ``CheckController`` (``engine.checks``) for ``kueue.x-k8s.io/multikueue`
 checks' Active condition itself (``sets_active``), as Kueue's ``ACReconciler`` does. All remote
 I/O runs on its own thread (and a pool for calls to several workers at once), never under the
 engine lock. Each worker is watched (``workers``: list, then watch its Workloads and Jobs by the
-origin label), so a pass reads no worker over the network: it (1) takes a snapshot of each
-worker's watched copies and whether it answers, (2) writes each MultiKueueCluster's and
-AdmissionCheck's Active, (3) plans each workload group with the pure ``core.multikueue.reconcile``,
-(4) carries out the remote writes in parallel on each worker's persistent connections, then (5)
-writes the manager's side (check states, nomination, ``clusterName``, finishing, Job status)
-through ``writes``, all of a pass's workloads in one commit. Passes are event-driven: a Reserve on
+origin label), so a pass reads no worker over the network: it (1) reads the manager's workloads
+(``hub``: each decoded once per change) and takes a snapshot of each worker's watched copies and
+whether it answers, (2) writes each MultiKueueCluster's and AdmissionCheck's Active
+(``clusters``), (3) plans each workload group with the pure ``core.multikueue.reconcile``, (4)
+starts the remote writes in parallel on each worker's persistent connections, once the last
+pass's commit is stored (``_flush``), then (5) writes the manager's side (check states,
+nomination, ``clusterName``, finishing, Job status) through ``writes``, all of a pass's
+workloads in one commit, which it does not wait for. Passes are event-driven: a Reserve on
 the hub, every change a worker's watch sees and every answered write mark their workload and wake
 the thread, whose next pass plans those workloads only (as Kueue reconciles each workload on its
 own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
@@ -21,20 +23,17 @@ reaches a worker is ``remote``'s.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.core import multikueue as plan_mk
-from gpuaas.engine.errors import EngineError
-from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue import clusters, writes
+from gpuaas.engine.multikueue.hub import Hub, HubReader
 from gpuaas.engine.multikueue.operations import (
     CREATE_COPY,
     CREATE_JOB,
@@ -57,19 +56,16 @@ from gpuaas.vocab import multikueue as mk
 from gpuaas.vocab.kinds import (
     BY_KIND,
     MULTIKUEUE_CLUSTER,
-    MULTIKUEUE_CONFIG,
-    SECRET,
-    WORKLOAD,
     Kind,
 )
-from gpuaas.vocab.render import parse_rfc3339, rfc3339
+from gpuaas.vocab.render import parse_rfc3339
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
+    from gpuaas.store.groupcommit import Ack
 
 log = logging.getLogger(__name__)
 JsonDoc = dict[str, Any]
-AC_KIND = BY_KIND["AdmissionCheck"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,15 +137,6 @@ def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
     return plan_mk.RemoteCopy(admitted_at, finished, _true(doc, "Evicted"), pending, has_job)
 
 
-@dataclass(slots=True)
-class _Hub:
-    """What a pass read of the manager: each workload's doc and its MultiKueue check."""
-
-    workloads: dict[str, JsonDoc] = field(default_factory=dict)
-    check_of: dict[str, str] = field(default_factory=dict)  # workload key -> MK check name
-    clusters_of: dict[str, list[str]] = field(default_factory=dict)  # MK check -> clusters
-
-
 class MultiKueueController:
     """The ``CheckController`` for ``kueue.x-k8s.io/multikueue``."""
 
@@ -180,6 +167,14 @@ class MultiKueueController:
         self._mirrored: dict[str, JsonDoc] = {}
         # (worker, workload) -> its copy as last read and what remote_copy made of it
         self._copies_read: dict[tuple[str, str], tuple[JsonDoc, plan_mk.RemoteCopy]] = {}
+        self._hub = HubReader()  # the manager's workloads, each decoded once per change
+        # The remote writes a pass planned, started together once what they follow is stored,
+        # and the commit of the last pass's updates, not waited for at its end (see _flush).
+        self._queued: list[Operation] = []
+        self._unsaved: Ack | None = None
+        # workload -> what its last plan was made of, when that plan changed nothing: a full
+        # pass skips it while all of it is the same objects (see _inputs).
+        self._quiet: dict[str, tuple[Any, ...]] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -235,18 +230,20 @@ class MultiKueueController:
         assert engine is not None
         now = self.clock()
         full = keys is None
+        self._queued = []  # left by a pass that failed: the next full pass plans them again
+        self._saved(engine, wait=False)
         if full:
             self._full_at = time.monotonic()
             self._load_workers(engine)
-        hub = self._read_hub(engine, keys)
+        hub = self._hub.read(engine, keys)
         views = {name: w.snapshot(keys) for name, w in self.workers.items()}
         if full:
             self._refresh_job_statuses(hub)
-            self._write_cluster_status(engine, views, now)
+            clusters.write_cluster_status(engine, views, now)
         for key in self._dispatch(engine, hub, views, now, full):
             self._touch(key)
 
-    def _refresh_job_statuses(self, hub: _Hub) -> None:
+    def _refresh_job_statuses(self, hub: Hub) -> None:
         """Every ``idle_interval``, read again the Jobs of the workers that run this hub's
         unfinished workloads: a gpuaas worker's Job status follows its pods, which its watch
         does not report, and Kueue mirrors that status until the Job finishes."""
@@ -278,7 +275,7 @@ class MultiKueueController:
                 w = Worker(name, self.clock, self._touch, self.options.origin)
                 self.workers[name] = w
             try:
-                raw = self._kubeconfig(engine, doc)
+                raw = clusters.kubeconfig(engine, doc, self.options.namespace)
                 if raw != w.config or w.client is None:
                     w.connect(raw, RemoteClient(parse_kubeconfig(raw)))
             except KubeConfigError as exc:
@@ -288,124 +285,15 @@ class MultiKueueController:
         for name in set(self.workers) - seen:
             self.workers.pop(name).disconnect(None, "", "")
 
-    def _kubeconfig(self, engine: Engine, doc: JsonDoc) -> bytes:
-        ref = mk.kubeconfig_ref(doc)
-        if ref is None:
-            raise KubeConfigError(
-                "MultiKueueClusterProfileFeatureDisabled",
-                "clusterProfileRef is not supported by gpuaas",
-            )
-        if ref.location_type == mk.LOCATION_PATH:
-            try:
-                return Path(ref.location).read_bytes()
-            except OSError as exc:
-                raise KubeConfigError("BadKubeConfig", str(exc)) from None
-        try:
-            secret = engine.get(SECRET, self.options.namespace, ref.location)
-        except EngineError:
-            raise KubeConfigError("BadKubeConfig", f'secrets "{ref.location}" not found') from None
-        value = (secret.get("data") or {}).get(mk.SECRET_KEY)
-        if value is None:
-            raise KubeConfigError(
-                "BadKubeConfig", f'key "{mk.SECRET_KEY}" not found in secret "{ref.location}"'
-            )
-        try:
-            return base64.b64decode(str(value), validate=True)
-        except (binascii.Error, ValueError):
-            raise KubeConfigError("BadKubeConfig", "kubeconfig: bad base64") from None
-
-    def _write_cluster_status(
-        self, engine: Engine, views: dict[str, WorkerView], now: float
-    ) -> None:
-        for w in views.values():
-            try:
-                doc = engine.get(MULTIKUEUE_CLUSTER, None, w.name)
-            except EngineError:
-                continue
-            old = _cond(doc, "Active")
-            status = "True" if w.active else "False"
-            message = w.message
-            seen = (old.get("status"), old.get("reason"), old.get("message")) if old else None
-            if seen == (status, w.reason, message):
-                continue
-            cond = {
-                "type": "Active",
-                "status": status,
-                "reason": w.reason,
-                "message": message,
-                "lastTransitionTime": rfc3339(now)
-                if old is None or old.get("status") != status
-                else old.get("lastTransitionTime"),
-                "observedGeneration": doc["metadata"].get("generation", 1),
-            }
-            writes.write_status(engine, MULTIKUEUE_CLUSTER, None, w.name, {"conditions": [cond]})
-        self._write_check_active(engine, views, now)
-
-    def _config_clusters(self, engine: Engine, ac: JsonDoc) -> tuple[str | None, list[str]]:
-        params = (ac.get("spec") or {}).get("parameters")
-        error = plan_mk.config_ref_error(params if isinstance(params, dict) else None)
-        if error is not None:
-            return error, []
-        name = str(params["name"]) if isinstance(params, dict) else ""
-        try:
-            cfg = engine.get(MULTIKUEUE_CONFIG, None, name)
-        except EngineError:
-            return f'multikueueconfigs.kueue.x-k8s.io "{name}" not found', []
-        return None, mk.config_clusters(cfg)
-
-    def _write_check_active(self, engine: Engine, views: dict[str, WorkerView], now: float) -> None:
-        acs, _ = engine.list_objects(AC_KIND)
-        for ac in acs:
-            if (ac.get("spec") or {}).get("controllerName") != mk.CONTROLLER_NAME:
-                continue
-            error, clusters = self._config_clusters(engine, ac)
-            active = {w.name: w.active for w in views.values()}
-            status, reason, message = plan_mk.admission_check_active(error, clusters, active)
-            cond = {
-                "type": "Active",
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": rfc3339(now),
-                "observedGeneration": ac["metadata"].get("generation", 1),
-            }
-            try:
-                writes.write_admission_check_active(engine, str(ac["metadata"]["name"]), cond)
-            except EngineError as exc:
-                log.warning("AdmissionCheck %s: %s", ac["metadata"]["name"], exc)
-
-    def _read_hub(self, engine: Engine, keys: set[str] | None) -> _Hub:
-        """The MultiKueue checks and the workloads they apply to: all, or those of ``keys``
-        (one gone since is left to the next full pass)."""
-        hub = _Hub()
-        acs, _ = engine.list_objects(AC_KIND)
-        for ac in acs:
-            if (ac.get("spec") or {}).get("controllerName") == mk.CONTROLLER_NAME:
-                _, clusters = self._config_clusters(engine, ac)
-                hub.clusters_of[str(ac["metadata"]["name"])] = clusters
-        if not hub.clusters_of:
-            return hub
-        docs: Iterable[JsonDoc]
-        if keys is None:
-            docs, _ = engine.list_objects(WORKLOAD)
-        else:
-            docs = read_docs(engine, ((WORKLOAD, key) for key in sorted(keys))).values()
-        for doc in docs:
-            for entry in (doc.get("status") or {}).get("admissionChecks") or []:
-                if entry.get("name") in hub.clusters_of:
-                    key = _key(doc)
-                    hub.workloads[key] = doc
-                    hub.check_of[key] = str(entry["name"])
-        return hub
-
     # -- dispatch -------------------------------------------------------------------------------
     def _dispatch(
-        self, engine: Engine, hub: _Hub, views: dict[str, WorkerView], now: float, full: bool
+        self, engine: Engine, hub: Hub, views: dict[str, WorkerView], now: float, full: bool
     ) -> list[str]:
         """Plan ``hub``'s workloads, start the remote writes, apply the hub's side; the keys of
         the workloads it updated on the hub."""
         results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
         sends: list[tuple[Kind, str, WorkerView]] = []  # Jobs to send to their worker
+        copies: list[tuple[str, WorkerView]] = []  # Workload copies to create
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
         if full:  # copies on workers whose manager workload no longer needs them: garbage
@@ -417,9 +305,14 @@ class MultiKueueController:
         kind = {"Incremental": plan_mk.INCREMENTAL, "External": plan_mk.EXTERNAL}.get(
             mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
         )
+        inputs: dict[str, tuple[Any, ...]] = {}
         for key, doc in hub.workloads.items():
             check = hub.check_of[key]
             clusters = hub.clusters_of.get(check, [])
+            if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
+                inputs[key] = self._inputs(key, doc, clusters, views)
+                if full and self._quiet.get(key) == inputs[key]:
+                    continue
             status = doc.get("status") or {}
             state: JsonDoc = next(
                 (e for e in status.get("admissionChecks", []) if e.get("name") == check), {}
@@ -465,14 +358,16 @@ class MultiKueueController:
             )  # fmt: skip
             for n in p.delete_on:
                 self._remove(connected[n], key)
-            for n in p.create_on:
-                self._submit(
-                    CREATE_COPY, connected[n], key, workload_copy(doc, self.options.origin)
-                )
+            copies.extend((key, connected[n]) for n in p.create_on)
             if p.create_job_on is not None and (job_kind := _job_kind(doc)) is not None:
                 sends.append((job_kind, key, connected[p.create_job_on]))
             results.append((key, p, doc))
+        bodies = HubReader.full_docs(engine, {key for key, _ in copies})
+        for key, w in copies:
+            if key in bodies:
+                self._submit(CREATE_COPY, w, key, workload_copy(bodies[key], self.options.origin))
         sent = self._send_jobs(engine, sends)
+        self._flush(engine)
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
             (views[str(doc["status"]["clusterName"])], key)
@@ -491,19 +386,46 @@ class MultiKueueController:
                 updates.append(u)
             if mirror is not None:
                 mirrors.append(mirror)
+            quiet = not (p.delete_on or p.create_on or p.create_job_on or p.finish or u or mirror)
+            if quiet and p.wait_lost is None and key in inputs:
+                self._quiet[key] = inputs[key]
+            else:
+                self._quiet.pop(key, None)
         try:
-            applied = set(writes.update_workloads(engine, updates, mirrors))
+            done, ack = writes.apply_workloads(engine, updates, mirrors)
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
+            self._quiet.clear()
             raise
+        applied = set(done)
+        if ack is not None:  # commits are stored in order: waiting for the last waits for all
+            self._unsaved = ack
         # The next pass plans again what these writes may lead to; a nomination and a Pending
         # message lead to nothing of their own (the workers' answers and watches go on).
         return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
 
-    def _forget(self, hub: _Hub, views: dict[str, WorkerView]) -> None:
+    def _inputs(
+        self, key: str, doc: JsonDoc, clusters: list[str], views: dict[str, WorkerView]
+    ) -> tuple[Any, ...]:
+        """All a workload's plan is made of, bar the clock: its hub document (``hub`` keeps
+        one object per change), its workers' config, each worker's state and its copy and Job
+        there (the watches and answered writes replace these objects, never edit them), and
+        the worker its Job went to. The same objects plan the same: a workload whose last plan
+        changed nothing is not planned again until one of them is replaced, so a full pass
+        costs what changed, not every workload (a plan waiting for a lost worker, which the
+        clock moves, is never skipped)."""
+        workers = tuple(
+            (n, w.client is not None, w.active, w.lost_since, w.copies.get(key), w.jobs.get(key))
+            for n, w in views.items()
+        )
+        return doc, tuple(clusters), workers, self._placing.get(key)
+
+    def _forget(self, hub: Hub, views: dict[str, WorkerView]) -> None:
         """A full pass drops what the controller remembers of workloads and copies gone."""
         for key in set(self._placing) - set(hub.workloads):
             del self._placing[key]
+        for key in set(self._quiet) - set(hub.workloads):
+            del self._quiet[key]
         owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
         for uid in set(self._mirrored) - owners:
             del self._mirrored[uid]
@@ -552,11 +474,39 @@ class MultiKueueController:
     def _submit(self, verb: str, w: WorkerView, key: str, body: JsonDoc | None = None,
                 base: str = WORKLOADS, plural: str = "workloads") -> None:  # fmt: skip
         if w.client is not None:
-            self._in_flight.submit(Operation(verb, w.name, key, w.client, base, plural, body))
+            self._queued.append(Operation(verb, w.name, key, w.client, base, plural, body))
 
     def _remove(self, w: WorkerView, key: str) -> None:
         if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
-            self._in_flight.submit(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
+            self._queued.append(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
+
+    def _flush(self, engine: Engine) -> None:
+        """Start the remote writes this pass planned, once the last pass's updates are stored.
+
+        A pass does not wait for its own commit (the wait was a third of a pass at 1,000
+        workloads, and the next pass's planning overlaps it now), but what it planned may rest
+        on the updates not stored yet: copies removed because the manager's workload finished
+        would, after a crash that lost the finish, leave it Ready with no copy, and it would run
+        again. So no remote write leaves before they are stored; a pass with none never waits."""
+        ops, self._queued = self._queued, []
+        if ops:
+            self._saved(engine, wait=True)
+        for op in ops:
+            self._in_flight.submit(op)
+
+    def _saved(self, engine: Engine, wait: bool) -> None:
+        """Make sure the last pass's commit is stored (``wait``), or check it if it is done
+        already; a failed one (``Unavailable``) leaves what was mirrored to be mirrored again."""
+        ack = self._unsaved
+        if ack is None or not (wait or ack.done()):
+            return
+        self._unsaved = None
+        try:
+            writes.saved(engine, ack)
+        except Exception:
+            self._mirrored.clear()
+            self._quiet.clear()
+            raise
 
     def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
         """Send each workload's Job to the worker that admitted its copy (the Jobs read in one
@@ -573,7 +523,7 @@ class MultiKueueController:
 
     def _write_back(
         self,
-        hub: _Hub,
+        hub: Hub,
         key: str,
         p: plan_mk.Plan,
         doc: JsonDoc,

@@ -8,7 +8,8 @@ it. This module does the same over the plain Kubernetes paths, so a worker can b
 server or a Kubernetes cluster running Kueue: request/response calls (the copies' and Jobs'
 writes, lists, gets) on a small pool of kept-alive connections (``connections``: one send of
 the request, the answer read by httptools' C parser) with bodies encoded and decoded by msgspec
-(the hub makes six writes per workload), watches on httpx's streams. It owns sockets only; what to call when is the
+(the hub makes six writes per workload), watches on a connection each, read the same way
+(``streams``). It owns sockets only; what to call when is the
 controller's business. Every call has a short timeout, so that a worker that stops answering
 costs the controller seconds, never a hang.
 """
@@ -29,6 +30,7 @@ import msgspec
 import yaml
 
 from gpuaas.engine.multikueue.connections import Connections
+from gpuaas.engine.multikueue.streams import Stream
 
 JsonDoc = dict[str, Any]
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2"
@@ -250,31 +252,30 @@ class RemoteClient:
             f"{base}/{plural}?watch=true&labelSelector={sel}&allowWatchBookmarks=true"
             f"&timeoutSeconds={WATCH_SECONDS}&resourceVersion={quote(resource_version)}"
         )
-        timeout = httpx.Timeout(_TIMEOUT.connect or 2.0, read=_WATCH_READ)
-        opened = False
+        request = self._conns.request("GET", path, self._headers, None)
+        where = f"watch {self.target.server}{base}/{plural}"
         try:
-            with self.http.stream("GET", path, timeout=timeout) as r:
-                opened = True
-                if r.status_code >= 300:
-                    Answer("GET", f"{base}/{plural}", r.status_code, r.read()).ok()
-                for line in r.iter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        event = _decode(line)
-                    except msgspec.DecodeError:
-                        raise RemoteError(f"watch {base}/{plural}: bad line") from None
-                    kind, obj = str(event.get("type", "")), event.get("object") or {}
-                    if kind == "ERROR":
-                        raise RemoteError(f"watch {base}/{plural}: {obj.get('message', obj)}")
-                    yield kind, obj
-        except httpx.ReadTimeout:
-            if opened:
-                return  # an open stream silent for too long: watch again
-            raise RemoteError(f"watch {self.target.server}{base}/{plural}: no answer") from None
-        except httpx.HTTPError as exc:
-            detail = str(exc) or type(exc).__name__
-            raise RemoteError(f"watch {self.target.server}{base}/{plural}: {detail}") from None
+            stream = Stream(self._conns.open_stream(_WATCH_READ), request)
+        except OSError as exc:  # no connection, or no answer to the request
+            raise RemoteError(f"{where}: {str(exc) or type(exc).__name__}") from None
+        try:
+            if stream.status >= 300:
+                Answer("GET", f"{base}/{plural}", stream.status, stream.body()).ok()
+            for line in stream.lines():
+                try:
+                    event = _decode(line)
+                except msgspec.DecodeError:
+                    raise RemoteError(f"watch {base}/{plural}: bad line") from None
+                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                if kind == "ERROR":
+                    raise RemoteError(f"watch {base}/{plural}: {obj.get('message', obj)}")
+                yield kind, obj
+        except TimeoutError:
+            return  # an open stream silent for too long: watch again
+        except OSError as exc:
+            raise RemoteError(f"{where}: {str(exc) or type(exc).__name__}") from None
+        finally:
+            stream.close()
 
     def get(self, base: str, plural: str, namespace: str, name: str) -> JsonDoc | None:
         """One object, or None if there is none."""

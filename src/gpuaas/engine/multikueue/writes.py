@@ -3,8 +3,9 @@
 Kueue's controller patches a Workload's status (check state, ``nominatedClusterNames``,
 ``clusterName``: one patch) and the ``status`` of a MultiKueueCluster, an AdmissionCheck or a
 Job. These are those writes with the engine's usual steps under its lock: apply to the core
-where the core keeps the state, settle, commit, then wait for the store outside the lock. They
-are called from the controller's own thread, never from an engine hook, and never do remote I/O.
+where the core keeps the state, settle, commit, then wait for the store outside the lock (a
+pass's workload updates are waited for later: ``apply_workloads``). They are called from the
+controller's own thread, never from an engine hook, and never do remote I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpuaas.vocab.kinds import BY_KIND, Kind
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
+    from gpuaas.store.groupcommit import Ack
 
 JsonDoc = dict[str, Any]
 
@@ -54,13 +56,25 @@ class StatusWrite:
 def update_workloads(
     engine: Engine, updates: list[WorkloadUpdate], statuses: Sequence[StatusWrite] = ()
 ) -> list[str]:
+    """``apply_workloads``, then wait until it is stored. Returns the keys of the updates
+    applied."""
+    applied, ack = apply_workloads(engine, updates, statuses)
+    if ack is not None:
+        engine._wait(ack)
+    return applied
+
+
+def apply_workloads(
+    engine: Engine, updates: list[WorkloadUpdate], statuses: Sequence[StatusWrite] = ()
+) -> tuple[list[str], Ack | None]:
     """Apply a pass's updates and status writes in one settle and one commit (one durable
     write for all, where one commit each kept the pass waiting for an fsync per mirrored Job);
     an update the workload moved past meanwhile (no quota any more, gone, clusterName already
     another) is skipped, and the next pass reads it again. Returns the keys of the updates
-    applied."""
+    applied and the commit's ``Ack`` (None: nothing to commit), not waited for: the caller
+    waits (``saved``) before anything it does elsewhere depends on these writes."""
     if not updates and not statuses:
-        return []
+        return [], None
     applied: list[str] = []
     with engine._lock:
         engine._reload_if_failed()
@@ -90,9 +104,13 @@ def update_workloads(
         for w in statuses:
             _put_status(engine, batch, w)
         engine._settle(now, batch)
-        fut = engine._commit(batch)
-    engine._wait(fut)
-    return applied
+        ack = engine._commit(batch)
+    return applied, ack
+
+
+def saved(engine: Engine, ack: Ack) -> None:
+    """Wait until the writes of ``ack`` are stored; ``Unavailable`` if they were not."""
+    engine._wait(ack)
 
 
 def update_workload(
@@ -166,6 +184,8 @@ def write_admission_check_active(engine: Engine, name: str, condition: JsonDoc) 
 __all__ = [
     "StatusWrite",
     "WorkloadUpdate",
+    "apply_workloads",
+    "saved",
     "update_workload",
     "update_workloads",
     "write_admission_check_active",

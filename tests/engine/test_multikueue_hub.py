@@ -1,0 +1,112 @@
+"""What a MultiKueue pass reads of the manager (``hub.HubReader``): each workload is decoded
+once per change, not on every pass (a full pass reads them all every second); a workload
+woken by a worker's event and unchanged on the hub is not decoded again; what is kept has no
+spec or managedFields, while a copy's body still gets the whole document; a workload gone is
+forgotten at the next full pass; and a full pass plans again only the workloads something
+of which changed since a plan that changed nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaas.core import multikueue as plan_mk
+from gpuaas.engine.engine import Engine
+from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue.controller import MultiKueueController
+from gpuaas.engine.multikueue.hub import HubReader
+from gpuaas.store import open_store
+from gpuaas.vocab.kinds import BY_KIND, WORKLOAD
+
+MK = "kueue.x-k8s.io/multikueue"
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
+    e = Engine(store)
+    e.serve_checks(MK)  # stand in for the controller: the check is Active
+    try:
+        yield e
+    finally:
+        e.close()
+        store.close()
+
+
+def _create(e: Engine, kind: str, doc: dict[str, Any], ns: str | None = None) -> None:
+    e.create(BY_KIND[kind], ns, doc)
+
+
+def _setup(e: Engine, jobs: list[str]) -> None:
+    _create(e, "Namespace", {"metadata": {"name": "ns"}})
+    _create(e, "ResourceFlavor", {"metadata": {"name": "rf"}})
+    params = {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "cfg"}
+    _create(e, "AdmissionCheck", {"metadata": {"name": "mk"},
+                                  "spec": {"controllerName": MK, "parameters": params}})  # fmt: skip
+    groups = [{"coveredResources": ["cpu"],
+               "flavors": [{"name": "rf", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]  # fmt: skip
+    spec = {"namespaceSelector": {}, "resourceGroups": groups, "admissionChecks": ["mk"]}
+    _create(e, "ClusterQueue", {"metadata": {"name": "cq"}, "spec": spec})
+    _create(e, "LocalQueue", {"metadata": {"name": "lq"}, "spec": {"clusterQueue": "cq"}}, "ns")
+    containers = [{"name": "c", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}]
+    for name in jobs:
+        _create(e, "Job", {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+                           "spec": {"template": {"spec": {"containers": containers}}}}, "ns")  # fmt: skip
+
+
+def test_each_workload_is_decoded_once_per_change(engine: Engine) -> None:
+    _setup(engine, ["a", "b"])
+    reader = HubReader()
+    hub = reader.read(engine, None)
+    assert sorted(hub.workloads) == ["ns/a", "ns/b"] and reader.decoded == 2
+    assert hub.check_of == {"ns/a": "mk", "ns/b": "mk"}
+    again = reader.read(engine, None)  # the next full pass: nothing changed, nothing decoded
+    assert reader.decoded == 2 and again.workloads == hub.workloads
+    reader.read(engine, {"ns/a"})  # woken by a worker's event: the hub's side is as it was
+    assert reader.decoded == 2
+    assert writes.update_workload(engine, "ns/a", "mk", None, ("w1",), None, [])
+    changed = reader.read(engine, None)
+    assert reader.decoded == 3  # only the workload that changed
+    assert changed.workloads["ns/a"]["status"]["nominatedClusterNames"] == ["w1"]
+    doc = changed.workloads["ns/a"]
+    assert "spec" not in doc and "managedFields" not in doc["metadata"]
+    assert doc["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    full = HubReader.full_docs(engine, ["ns/a"])["ns/a"]
+    assert full == engine.get(WORKLOAD, "ns", "a") and full["spec"]["podSets"]
+
+
+def test_a_workload_gone_is_forgotten_at_the_next_full_pass(engine: Engine) -> None:
+    _setup(engine, ["a", "b"])
+    reader = HubReader()
+    reader.read(engine, None)
+    engine.delete(BY_KIND["Job"], "ns", "b")
+    assert sorted(reader.read(engine, None).workloads) == ["ns/a"]
+    assert list(reader._docs) == ["ns/a"]
+
+
+def test_a_full_pass_plans_again_only_what_changed(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(engine, ["a", "b"])
+    planned: list[int] = []
+    real = plan_mk.reconcile
+    monkeypatch.setattr(plan_mk, "reconcile", lambda *a, **k: planned.append(1) or real(*a, **k))
+    c = MultiKueueController()
+    c.engine = engine
+    try:
+        c.sync_once(None)  # writes the check's Active, which the workloads' status follows
+        c.sync_once(None)
+        before = len(planned)
+        assert before >= 4  # each workload planned on each pass so far (each changed)
+        c.sync_once(None)
+        assert len(planned) == before  # the same inputs, last planned to do nothing: skipped
+        c.sync_once({"ns/a"})
+        assert len(planned) == before + 1  # an event's pass plans its workload all the same
+        assert writes.update_workload(engine, "ns/b", "mk", None, ("w1",), None, [])
+        c.sync_once(None)
+        assert len(planned) == before + 2  # only the workload whose document changed
+    finally:
+        c.close()
