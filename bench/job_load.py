@@ -50,11 +50,13 @@ def names(n: int) -> list[str]:
 
 
 # -- wrk with Lua ----------------------------------------------------------------------------
-# Thread t (of T) posts the Jobs t, t + T, t + 2T, ... below N. ``delay`` is asked before each
-# request: once a thread's share is claimed it holds its connections idle (a day), so no more
-# than N creates leave (wrk asks no ``delay`` after a reconnect: a parked connection the server
-# closes for idleness then sends a ``GET /healthz``, which is not counted). Each send is written "name seconds" to the thread's own file, the last
-# answer "END seconds"; the bench interrupts wrk (SIGINT) once it has seen what it waits for.
+# Thread t (of T) posts the Jobs t, t + T, t + 2T, ... below N. wrk asks ``delay`` before each
+# request a connection sends: that is where a Job is claimed, and once a thread's share is
+# claimed its connections stay idle (a day). ``request`` posts the next claimed Job, or (called
+# without a claim: wrk's own check of the script before it starts, or a reconnect of a parked
+# connection the server closed) sends a ``GET /healthz``, which is not counted; so each Job is
+# posted once. Each send is written "name seconds" to the thread's own file, the last answer
+# "END seconds errors"; the bench interrupts wrk (SIGINT) once it has seen what it waits for.
 LUA = r"""
 local ffi = require("ffi")
 ffi.cdef[[
@@ -77,23 +79,23 @@ function init(args)
   template = args[5]
   share = 0
   for i = tid, total - 1, nthreads do share = share + 1 end
-  claimed, sent, answered, errors = 0, 0, 0, 0
+  claimed, answered, errors, queued = 0, 0, 0, {}
   log = io.open(out .. "." .. tid, "w")
   if share == 0 then log:write("END ", string.format("%.6f", now()), " 0\n"); log:close() end
 end
 function delay()
   if claimed < share then
     claimed = claimed + 1
+    table.insert(queued, string.format("bench-%05d", tid + (claimed - 1) * nthreads))
     return 0
   end
   return 86400000
 end
 function request()
-  if sent >= share then  -- a parked connection the server closed, reconnected: nothing to post
+  local name = table.remove(queued, 1)
+  if name == nil then  -- not after a delay: wrk's check of the script, or a reconnect
     return wrk.format("GET", "/healthz")
   end
-  local name = string.format("bench-%05d", tid + sent * nthreads)
-  sent = sent + 1
   log:write(name, " ", string.format("%.6f", now()), "\n")
   return wrk.format("POST", nil, hdrs, (string.gsub(template, "@@NAME@@", name)))
 end
