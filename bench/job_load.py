@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -146,20 +147,20 @@ def run_wrk(
             if proc.poll() is not None:
                 raise RuntimeError(f"wrk ended early: {proc.stderr.read() if proc.stderr else ''}")
             time.sleep(0.05)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # wrk runs for its duration (-d) unless interrupted
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
-    sent: dict[str, float] = {}
-    for t in range(threads):
-        for line in out.with_name(f"sent.{t}").read_text().splitlines():
-            name, _, rest = line.partition(" ")
-            if name != "END":
-                sent[name] = float(rest)
-    for p in work.iterdir():
-        p.unlink()
-    work.rmdir()
+        sent: dict[str, float] = {}
+        for t in range(threads):
+            for line in out.with_name(f"sent.{t}").read_text().splitlines():
+                name, _, rest = line.partition(" ")
+                if name != "END":
+                    sent[name] = float(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
     last = max((e[0] for e in ended.values()), default=time.monotonic())
     errors = sum(e[1] for e in ended.values()) + n - len(sent)
     return Load(sent, last, errors, usage.ru_utime + usage.ru_stime)
