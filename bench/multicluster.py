@@ -3,8 +3,11 @@
 Kueue's own MultiKueue benchmark (kubernetes-sigs/kueue PR #13936: 1 manager, 3 envtest workers,
 1,000 QPS clients) admits 97-102 workloads/s. Here a hub (``--runtime none``: its Jobs are managed
 by MultiKueue and never run on it) and three workers (``--runtime local``: each pod is a real
-process) are joined with ``gpuaas cluster join``; N Jobs are created on the hub by 8 client
-threads. Figures:
+process) are joined with ``gpuaas cluster join``; N Jobs (``--jobs``, 1,000 by default: five
+seconds or more at the target rate, so one slow second weighs less than in a one-second run) are
+created on the hub by 8 clients of a load generator outside this process (``bench/job_load.py``:
+``wrk`` with a Lua script where installed, else httpx clients in two processes), whose CPU is
+printed beside the servers'. Figures:
 
 - admitted through the hub per second: N over the time from the first create to the last hub
   workload Admitted (its MultiKueue check Ready: a worker admitted its copy and the Job was
@@ -15,7 +18,8 @@ threads. Figures:
   p50 and p99;
 - hub create to hub Admitted, p50 and p99.
 
-Usage: python bench/multicluster.py [--jobs N] [--keep DIR]
+Usage: python bench/multicluster.py [--jobs N] [--keep DIR] [--worker-runtime none]
+                                   [--generator auto|wrk|processes]
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ import httpx
 import psutil
 from typer.testing import CliRunner
 
+import job_load
 from gpuaas.api.testing import ServerProcess
 from gpuaas.cli.main import build_app
 
@@ -120,14 +124,16 @@ def _self_cpu() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=300)
+    ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--keep", type=Path, default=None, help="keep data dirs here")
     ap.add_argument(
         "--worker-runtime",
         default="local",
         help="the workers' runtime: local (real processes) or none (no pods: admission only)",
     )
+    ap.add_argument("--generator", choices=("auto", "wrk", "processes"), default="auto")
     args = ap.parse_args()
+    use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
     hub = ServerProcess(base / "hub")
     workers = [
@@ -206,44 +212,46 @@ def main() -> None:
         for t in threads:
             t.start()
         time.sleep(0.5)
-        names = [f"bench-{i:05d}" for i in range(args.jobs)]
-        clients = [hub.client() for _ in range(8)]
+        names = job_load.names(args.jobs)
+        wanted = set(names)
 
-        def create(i: int) -> None:
-            name = names[i]
-            created[name] = time.monotonic()
-            r = clients[i % 8].post("/apis/batch/v1/namespaces/default/jobs", json=_job(name))
-            r.raise_for_status()
+        def finished() -> bool:
+            if len(admitted) < args.jobs or (pods and len(started) < args.jobs):
+                return False
+            return wanted <= admitted.keys() and (not pods or wanted <= started.keys())
 
         load0 = os.getloadavg()
         cpu0 = {"bench": _self_cpu(), "hub": _cpu(hub)} | {
             f"w{i}": _cpu(w) for i, w in enumerate(workers, 1)
         }
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(create, range(args.jobs)))
-        t_created = time.monotonic()
-        deadline = t_created + max(120.0, args.jobs / 2)
-        while time.monotonic() < deadline and (
-            len(admitted) < args.jobs or (pods and len(started) < args.jobs)
-        ):
-            time.sleep(0.1)
+        wait = max(120.0, args.jobs / 2)
+        if use_wrk:
+            load = job_load.run_wrk(hub.url, hub.admin_token, _job, args.jobs, 8, finished, wait)
+        else:
+            load = job_load.run_processes(hub.url, hub.admin_token, _job, args.jobs, 8)
+            deadline = load.last_answer + wait
+            while time.monotonic() < deadline and not finished():
+                time.sleep(0.1)
+        created.update(load.sent)
+        t0 = min(created.values(), default=time.monotonic())
+        t_created = load.last_answer
         t_end = time.monotonic()
         cpu1 = {"bench": _self_cpu(), "hub": _cpu(hub)} | {
             f"w{i}": _cpu(w) for i, w in enumerate(workers, 1)
         }
+        cpu0["generator"], cpu1["generator"] = 0.0, load.cpu
         load1 = os.getloadavg()
-        for c in clients:
-            c.close()
         done = [n for n in names if n in admitted]
         last = max((admitted[n] for n in done), default=t0)
         rate = len(done) / (last - t0) if done else 0.0
         lat_admit = [admitted[n] - created[n] for n in done]
         lat_pod = [started[n] - created[n] for n in names if n in started]
-        print(f"MultiKueue bench: hub + 3 workers on this machine, {args.jobs} Jobs, 8 clients")
-        print(
-            f"  created on the hub in {t_created - t0:.2f} s ({args.jobs / (t_created - t0):.0f}/s)"
-        )
+        gen = "wrk + Lua" if use_wrk else "httpx client processes"
+        print(f"MultiKueue bench: hub + 3 workers on this machine, {args.jobs} Jobs, "
+              f"8 clients ({gen})")  # fmt: skip
+        span = max(t_created - t0, 1e-9)
+        print(f"  created on the hub in {span:.2f} s ({args.jobs / span:.0f}/s, "
+              f"{load.errors} errors)")  # fmt: skip
         print(f"  admitted through the hub: {len(done)}/{args.jobs} in {last - t0:.2f} s: "
               f"{rate:.1f} workloads/s   (Kueue: {KUEUE_FIGURE})")  # fmt: skip
         print(f"  hub create -> hub Admitted: p50 {_pct(lat_admit, 50):.3f} s, "
@@ -251,6 +259,10 @@ def main() -> None:
         print(f"  hub create -> worker pod started: {len(lat_pod)}/{args.jobs} seen, "
               f"p50 {_pct(lat_pod, 50):.3f} s, p99 {_pct(lat_pod, 99):.3f} s")  # fmt: skip
         print("  target: >= 200 workloads/s, p99 < 1 s")
+        missing = [n for n in names if n not in admitted]
+        if missing:
+            print(f"  never seen Admitted on the hub: {', '.join(missing[:5])}"
+                  f"{' ...' if len(missing) > 5 else ''}")  # fmt: skip
         wall = t_end - t0
         used = {k: cpu1[k] - cpu0[k] for k in cpu0}
         total = sum(used.values())
@@ -261,8 +273,9 @@ def main() -> None:
         print("  CPU per workload admitted: " + ", ".join(
             f"{k} {v / max(1, len(done)) * 1000:.2f} ms" for k, v in used.items())
             + f", all {total / max(1, len(done)) * 1000:.2f} ms")  # fmt: skip
-        print(f"  the load generator (this process: clients, watch, pod polling) used "
-              f"{used['bench'] / total:.0%} of the CPU the bench's processes used")  # fmt: skip
+        print(f"  of the CPU the bench's processes used, the load generator ({gen}) used "
+              f"{used['generator'] / total:.0%} and this process (the hub watch"
+              f"{', pod polling' if pods else ''}) {used['bench'] / total:.0%}")  # fmt: skip
     finally:
         stop.set()
         hub.kill()

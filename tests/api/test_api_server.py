@@ -239,6 +239,7 @@ def test_watch_streams_changes_from_a_resource_version(server: ServerProcess) ->
         apply_all(c, seed_docs("setup.yaml"))
         rv = c.get(f"{KUEUE}/workloads").json()["metadata"]["resourceVersion"]
         seen: list[tuple[str, str, str | None]] = []
+        raw: list[str] = []
         done = threading.Event()
 
         def watch() -> None:
@@ -247,6 +248,7 @@ def test_watch_streams_changes_from_a_resource_version(server: ServerProcess) ->
                 params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "20"},
             ) as resp:  # fmt: skip
                 for line in resp.iter_lines():
+                    raw.append(line)
                     ev = json.loads(line)
                     obj = ev["object"]
                     seen.append((ev["type"], obj["metadata"]["name"], cond(obj, "Admitted")))
@@ -268,8 +270,11 @@ def test_watch_streams_changes_from_a_resource_version(server: ServerProcess) ->
         "GET", f"{KUEUE}/namespaces/team-a/workloads",
         params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "2"},
     ) as resp:  # fmt: skip
-        replay = [json.loads(x)["type"] for x in resp.iter_lines()]
+        lines = list(resp.iter_lines())
+        replay = [json.loads(x)["type"] for x in lines]
     assert replay == [s[0] for s in seen]
+    # compact JSON, one event a line, as kube-apiserver writes them
+    assert all(x.startswith('{"type":"') and ": " not in x[:20] for x in raw + lines)
 
 
 def test_restart_keeps_admissions_order_and_events(

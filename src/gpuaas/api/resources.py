@@ -240,7 +240,7 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
     async def get_one(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "get")
-        return JSONResponse(shape(await fetch(engine, namespace, name)))
+        return FastJSONResponse(shape(await fetch(engine, namespace, name)))
 
     async def fetch(engine: Engine, namespace: str | None, name: str) -> JsonDoc:
         try:
@@ -252,7 +252,7 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
     async def get_status(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "get")
-        return JSONResponse(shape(await fetch(engine, namespace, name)))
+        return FastJSONResponse(shape(await fetch(engine, namespace, name)))
 
     async def replace(request: Request, namespace: str | None, name: str) -> Response:
         engine, p = await who(request)
@@ -321,7 +321,7 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
             out = await write_workers.offload(do, kind, namespace, name)
         except NotFound as exc:
             raise not_found(kind, name) from exc
-        return JSONResponse(shape(out))
+        return FastJSONResponse(shape(out))
 
     fast[fast_paths.item("DELETE", kind, version)] = delete
 

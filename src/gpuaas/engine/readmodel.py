@@ -140,9 +140,12 @@ class ReadModel:
     def _job_shown(self, rec: ObjectRecord, all_live: dict[str, JsonDoc] | None = None) -> JsonDoc:
         """A Job with the status Kubernetes' job controller would give it (vocab.job_status),
         except one a MultiKueue manager dispatched: its stored status is its worker's.
-        ``all_live``: every job's pods, read once for a whole list."""
-        if (rec.doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
-            return rec.doc
+        ``all_live``: every job's pods, read once for a whole list. The stored document is
+        decoded once (each read of ``rec.doc`` decodes it anew: twice here was most of a
+        MultiKueue worker's Job list, which the hub reads every second)."""
+        doc = rec.doc
+        if (doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
+            return doc
         key = f"{rec.key.namespace}/{rec.key.name}"
         if all_live is not None:
             live = all_live.get(key) or {}
@@ -154,7 +157,7 @@ class ReadModel:
             for name, phase in (live.get("pods") or {}).items()
         ]
         st = self._cluster.workloads.get(key)
-        return {**rec.doc, "status": render_job_status(st, pods)}
+        return {**doc, "status": render_job_status(st, pods)}
 
     def list_objects(
         self, kind: Kind, namespaces: set[str] | None = None
