@@ -46,6 +46,7 @@ from typing import Any
 import httpx
 
 from gpuaas.api.testing import ServerProcess
+from machine import python_speed  # bench/machine.py: this script's own directory
 
 NS = "bench"
 WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{NS}/workloads"
@@ -464,6 +465,7 @@ def main() -> None:
     gen = "wrk + Lua" if use_wrk else "httpx client processes"
     print(f"gpuaas API bench ({store}; generator: {gen}; {args.duration:g} s per run)")
     print(f"  {SBATCH_QUOTED}")
+    print(f"  {python_speed()}")
     here = str(Path(__file__).resolve().parent.parent / "src")
     trees = [("before", str(Path(args.baseline).resolve()))] if args.baseline else []
     trees.append(("after" if args.baseline else "gpuaas", here))

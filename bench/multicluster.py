@@ -42,6 +42,7 @@ from typer.testing import CliRunner
 import job_load
 from gpuaas.api.testing import ServerProcess
 from gpuaas.cli.main import build_app
+from machine import python_speed
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 POD_POLL = 0.05  # seconds between reads of a worker's pods (each one costs the worker CPU)
@@ -133,6 +134,7 @@ def main() -> None:
     )
     ap.add_argument("--generator", choices=("auto", "wrk", "processes"), default="auto")
     args = ap.parse_args()
+    speed = python_speed()  # before any server starts: the machine as the bench found it
     use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
     hub = ServerProcess(base / "hub")
@@ -249,6 +251,7 @@ def main() -> None:
         gen = "wrk + Lua" if use_wrk else "httpx client processes"
         print(f"MultiKueue bench: hub + 3 workers on this machine, {args.jobs} Jobs, "
               f"8 clients ({gen})")  # fmt: skip
+        print(f"  {speed}")
         span = max(t_created - t0, 1e-9)
         print(f"  created on the hub in {span:.2f} s ({args.jobs / span:.0f}/s, "
               f"{load.errors} errors)")  # fmt: skip
