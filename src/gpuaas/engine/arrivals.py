@@ -11,7 +11,8 @@ also offers the watch subscriptions (``engine.watch``). No admission rule lives 
 ``create_many`` makes several creates from one thread: each is begun (checked and stored under
 the lock) as ``create`` begins it, in order, and then all are waited for together. Arrivals'
 writes go to the group commit as one item (``Shared``), submitted before the lock is let go
-(or before a create that settles at once), so nothing decided later is stored before them. The server hands it the creates that arrive in one event-loop step
+(or before a create that settles at once), so nothing decided later is stored before them.
+The server hands it the creates that arrive in one event-loop step
 (``api.write_workers.offload_many``): one thread wakes, waits and answers for all of them,
 instead of one thread per request.
 """
