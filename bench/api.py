@@ -458,6 +458,13 @@ def main() -> None:
         help="also run every part (but rss) on the gpuaas source at SRC (e.g. ../main/src), "
         "each part first there and then here, so both see the same machine load",
     )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the rate and admitted parts this many times (with --baseline, the trees' order "
+        "alternates) and print each figure's median: one 8 s run can swing 2x on a shared host",
+    )
     args = ap.parse_args()
     use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
     parts = set(args.parts.split(","))
@@ -483,27 +490,38 @@ def main() -> None:
         if parts & {"rate", "admitted"}:
             empty: dict[tuple[str, int], Result] = {}
             servers = {}
+            seen: dict[tuple[str, str], list[float]] = {}  # (tree, figure) -> one per repetition
+
+            def note(label: str, what: str, value: float) -> None:
+                seen.setdefault((label, what), []).append(value)
 
             def admitted_runs(label: str, b: Bench, where: str) -> None:
                 for c in (1, 32):
                     r = b.load(c)
                     at = b.created - r.created
                     print(r.line(f"{label}: {where}, {at:,} admitted"))
+                    ratio = 100 * r.rate / empty[(label, c)].rate
+                    note(label, f"{c:>2} client(s), {where}, % of the empty rate", ratio)
                     print(
-                        f"  -> {label}: {100 * r.rate / empty[(label, c)].rate:.0f}% of the "
+                        f"  -> {label}: {ratio:.0f}% of the "
                         f"empty-server rate with {c} client(s) (target >= 90%), measured at "
                         f"{at:,} admitted ({where})",
                         flush=True,
                     )
 
+            order = [trees if i % 2 == 0 else trees[::-1] for i in range(args.repeat)]
             try:
-                for label, src in trees:
-                    srv = servers[label] = fresh(Path(tmp) / f"a-{label}", src)
+                for rep, (label, src) in ((i, t) for i, ts in enumerate(order) for t in ts):
+                    srv = servers[label] = fresh(Path(tmp) / f"a-{label}-{rep}", src)
                     b = Bench(srv, args.duration, bool(use_wrk))
                     b.setup()
                     for c in (1, 32):
                         empty[(label, c)] = b.load(c)
                         print(empty[(label, c)].line(f"{label}: empty server"), flush=True)
+                        e = empty[(label, c)]
+                        note(label, f"{c:>2} client(s), empty server, creates/s", e.rate)
+                        cpu_ms = 1000 * e.srv_cpu / max(e.created, 1)
+                        note(label, f"{c:>2} client(s), empty server, ms CPU/create", cpu_ms)
                     e1, e32 = empty[(label, 1)], empty[(label, 32)]
                     print(
                         f"  -> {label}: 32 clients {e32.rate / SBATCH_8:.1f}x sbatch with 8 "
@@ -519,7 +537,7 @@ def main() -> None:
                     srv.stop()
                     if "admitted" in parts:
                         # the issue's point: a fresh server filled to exactly --admitted
-                        srv = servers[label] = fresh(Path(tmp) / f"f-{label}", src)
+                        srv = servers[label] = fresh(Path(tmp) / f"f-{label}-{rep}", src)
                         b = Bench(srv, args.duration, bool(use_wrk))
                         b.setup()
                         b.fill_exactly(args.admitted)
@@ -530,6 +548,13 @@ def main() -> None:
             finally:
                 for srv in servers.values():
                     srv.stop()
+            if args.repeat > 1:
+                print(f"  medians of {args.repeat} repetitions (tree order alternated):")
+                for (label, what), xs in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                    runs = ", ".join(f"{x:,.2f}" if x < 10 else f"{x:,.0f}" for x in xs)
+                    med = statistics.median(xs)
+                    shown = f"{med:,.2f}" if med < 10 else f"{med:,.0f}"
+                    print(f"  {label:>6}: {what:<52} median {shown}  ({runs})", flush=True)
         if "fanout" in parts:
             for label, src in trees:
                 srv = fresh(Path(tmp) / f"b-{label}", src)
