@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,23 +16,11 @@ from gpuaas.engine.multikueue import writes
 from gpuaas.engine.multikueue.controller import MultiKueueController
 from gpuaas.engine.multikueue.remote import RemoteClient, Target
 from gpuaas.engine.multikueue.workers import WorkerView
-from gpuaas.store import open_store
 from gpuaas.store.base import StoreError
 from gpuaas.store.groupcommit import Ack
 from gpuaas.vocab.kinds import BY_KIND
 
 JOB = BY_KIND["Job"]
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
-    e = Engine(store)
-    try:
-        yield e
-    finally:
-        e.close()
-        store.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ worker, nomination state surviving a restart, and Secrets stored as Kubernetes s
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,6 @@ from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND, SECRET, WORKLOAD
 
 MK = "kueue.x-k8s.io/multikueue"
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
-    e = Engine(store)
-    try:
-        yield e
-    finally:
-        e.close()
-        store.close()
 
 
 def _create(e: Engine, kind: str, doc: dict[str, Any], ns: str | None = None) -> dict[str, Any]:

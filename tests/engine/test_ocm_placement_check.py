@@ -6,8 +6,6 @@ finalizer's cleanup, and what explain says. Scores are written as the collector 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,22 +16,10 @@ from gpuaas.engine.errors import NotFound
 from gpuaas.engine.multikueue import placements
 from gpuaas.engine.multikueue.placement_check import FINALIZER, PlacementCheckController
 from gpuaas.engine.multikueue.scores import ScoreCollector, put_score
-from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CONFIG
 
 G = "cluster.open-cluster-management.io"
 AC = BY_KIND["AdmissionCheck"]
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
-    e = Engine(store)
-    try:
-        yield e
-    finally:
-        e.close()
-        store.close()
 
 
 def _create(e: Engine, kind: str, doc: dict[str, Any], ns: str | None = None) -> None:
