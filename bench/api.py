@@ -346,9 +346,9 @@ class Bench:
         while more than ``topup`` are missing, in runs sized to stop short of ``target`` at the
         last run's rate; 8 keep-alive clients then create exactly the rest.
         """
-        rate = 500.0  # a first guess, low: the first run stops short
+        rate = 0.0  # unknown: the first run is one second long, and sizes the next ones
         while target - self.created > topup:
-            secs = max(1.0, 0.7 * (target - self.created - topup) / rate)
+            secs = 1.0 if not rate else max(1.0, 0.7 * (target - self.created - topup) / rate)
             if self.use_wrk:
                 secs = max(1.0, float(int(secs)))  # wrk's -d is whole seconds: rounded down
             r = self.load(32, secs)
