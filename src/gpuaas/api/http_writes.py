@@ -24,6 +24,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+CYCLE = "gpuaas.http.cycle"  # scope["extensions"]: the request's cycle (``api.stream_writes``)
+
 
 class StepTransport:
     """A transport whose writes during one event-loop step go out as one write."""
@@ -83,3 +85,10 @@ class HttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         step: Any = StepTransport(transport, self.loop)
         super().connection_made(step)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if self.cycle is not None and self.cycle.scope is self.scope:
+            # a stream's body may be written off the event loop (``api.stream_writes``)
+            scope: Any = self.scope
+            scope.setdefault("extensions", {})[CYCLE] = self.cycle

@@ -133,10 +133,12 @@ class StreamQueue:
             for change, data in batch.lines:
                 yield change.rv, data
 
-    def take_after(self, last: int) -> tuple[bytes, int]:
+    def take_after(self, last: int) -> tuple[list[bytes], int]:
         """The bytes of every waiting line after resourceVersion ``last`` (lines of a hand-off
-        are in resourceVersion order) and the new last one; the queue is empty after. A
-        hand-off wholly after ``last`` is sent as the bytes it shares with the other streams."""
+        are in resourceVersion order), as parts to send in order, and the new last one; the
+        queue is empty after. A hand-off wholly after ``last`` is one part: the bytes it shares
+        with the other streams (never copied per stream: ``api.stream_writes`` sends the parts
+        as they are)."""
         batches, self.batches, self.size = self.batches, deque(), 0
         parts: list[bytes] = []
         for batch in batches:
@@ -151,7 +153,7 @@ class StreamQueue:
                 if change.rv > last:  # else already sent (the snapshot or the replay had it)
                     parts.append(data)
                     last = change.rv
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), last
+        return parts, last
 
 
 class _Inbox:
@@ -204,8 +206,9 @@ async def stream(
     history: int | None = None,
     encoding_key: Hashable | None = None,
     filter_key: Hashable | None = None,
-) -> AsyncIterator[bytes | memoryview]:
-    """``history``: how many changes back a resourceVersion may start (None: all of them).
+) -> AsyncIterator[bytes | list[bytes]]:
+    """Each yield is one chunk: bytes, or parts sent in order (``stream_writes.StreamResponse``).
+    ``history``: how many changes back a resourceVersion may start (None: all of them).
     ``encoding_key``: equal for streams whose ``shape`` renders alike (API version, format), so
     that each change is encoded once for all of them; None: this stream's own. ``filter_key``:
     equal for streams whose ``match`` is the same (tenant, namespaces, selectors), so that each
@@ -248,10 +251,19 @@ async def stream(
         return _event("BOOKMARK", {"kind": kind.kind, "apiVersion": api_version, "metadata": meta})
 
     try:
+        chunk: list[bytes] = []  # the snapshot or replay in chunks of about SLICE bytes
+        size = 0
         for change in initial:
-            yield _line(change, shape)
+            line = _line(change, shape)
+            chunk.append(line)
+            size += len(line)
+            if size >= SLICE:
+                yield chunk
+                chunk, size = [], 0
         if bookmarks:
-            yield bookmark()
+            chunk.append(bookmark())
+        if chunk:
+            yield chunk
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             if pending.dropped:
@@ -269,8 +281,8 @@ async def stream(
                         return
                     yield bookmark()
                 continue
-            data, last = pending.take_after(last)
-            async for piece in paced(data):
-                yield piece
+            parts, last = pending.take_after(last)
+            if parts:
+                yield parts
     finally:
         sub.close()
