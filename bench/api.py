@@ -153,6 +153,13 @@ def proc_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / ticks
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the whole machine so far, from /proc/stat."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -586,7 +593,9 @@ def main() -> None:
                     time.sleep(1)
                     assert sp.pid is not None
                     c0, got0, ended0 = proc_cpu(sp.pid), counts[0], counts[1]
+                    m0 = machine_ticks()
                     r = b.load(32)
+                    m1 = machine_ticks()
                     cpu = proc_cpu(sp.pid) - c0
                     got, ended = counts[0] - got0, counts[1]
                     print(r.line(f"{label}: {args.watches} watches + {args.streams} streams"))
@@ -595,7 +604,8 @@ def main() -> None:
                         f"them (target <= 2x); stream reader {100 * cpu / r.wall / cores:.0f}% "
                         f"of {cores} cores, read {got / 1e6 / r.wall:,.0f} MB/s during the run; "
                         f"{ended} of {args.watches + args.streams} streams ended by the server "
-                        f"({ended - ended0} during the run)",
+                        f"({ended - ended0} during the run); machine busy "
+                        f"{100 * (m1[0] - m0[0]) / max(m1[1] - m0[1], 1):.0f}%",
                         flush=True,
                     )
                     sp.kill()

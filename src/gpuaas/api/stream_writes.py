@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 HIGH = 1 << 20  # unsent bytes past which a stream waits for its client
 LOW = 256 << 10  # ... until they fall to this
 IOV = 512  # buffers per sendmsg (IOV_MAX is 1,024)
+# The thread's niceness (Linux schedules threads one by one): its sends' kernel time yields the
+# cores to the request path. Measured (22:03-22:06 UTC, 1,000 watches + 300 streams, two
+# alternating pairs): p50 22.1 and 22.5 ms at 1,240/s with 10, 27.6 and 26.0 ms at 1,020/s
+# without, the streams reading as much (1.7 GB/s).
+NICE = 10
 
 Chunk = bytes | memoryview | Sequence[bytes | memoryview]
 
@@ -109,6 +114,8 @@ class _Writer:
                 os.write(self._wake_w, b"x")
 
     def _run(self) -> None:
+        with contextlib.suppress(OSError):  # the kernel runs writers' threads first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         while True:
             try:
                 self._round()
