@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,7 +29,7 @@ import uvicorn
 from gpuaas.api import stream_writes
 from gpuaas.api.http_writes import CYCLE, HttpProtocol
 from gpuaas.api.stream_writes import HIGH, NICE, DirectBody, StreamResponse
-from gpuaas.api.testing import free_port
+from gpuaas.api.testing import free_port, self_signed_cert
 
 MB = 1 << 20
 
@@ -95,11 +97,12 @@ class App:
 def serve() -> Iterator[Any]:
     servers: list[tuple[uvicorn.Server, threading.Thread]] = []
 
-    def start(app: App) -> str:
+    def start(app: App, tls: tuple[Path, Path] | None = None) -> str:
         port = free_port()
         config = uvicorn.Config(
             app, host="127.0.0.1", port=port, loop="uvloop", http=CountingProtocol,
             log_level="warning", timeout_graceful_shutdown=1,
+            ssl_certfile=str(tls[0]) if tls else None, ssl_keyfile=str(tls[1]) if tls else None,
         )  # fmt: skip
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
@@ -107,7 +110,7 @@ def serve() -> Iterator[Any]:
         while not server.started:
             time.sleep(0.01)
         servers.append((server, thread))
-        return f"http://127.0.0.1:{port}"
+        return f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
     try:
         yield start
@@ -140,6 +143,18 @@ def test_every_byte_in_order_and_the_loop_writes_only_headers_and_end(
     assert app.response is not None and app.response.direct
     # the headers and "0\r\n\r\n": none of the body went through the event loop's transport
     assert CountingTransport.written < 400
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
+def test_tls_is_written_by_uvicorn_as_before(serve: Any, tmp_path: Path) -> None:
+    app = App()
+    app.chunks = [[_part(1, 3 * MB)], [b"end"]]
+    cert, key = self_signed_cert(tmp_path, "stream")
+    url = serve(app, (cert, key))
+    with httpx.Client(timeout=30, verify=False) as client:
+        r = client.get(url)
+    assert r.content == _part(1, 3 * MB) + b"end"
+    assert app.response is not None and not app.response.direct
 
 
 def test_a_client_that_stops_reading_holds_the_stream_back(serve: Any) -> None:
