@@ -255,8 +255,8 @@ class _Feeds:
         self._feeds: dict[Principal, _Feed] = {}
 
     def coalesce_s(self) -> float:
-        """How long a feed gathers changes before it rebuilds: every push is a send per stream
-        on the event loop, so many streams push less often."""
+        """How long a feed gathers changes before it rebuilds: every push is a turn per stream
+        on the event loop and a send per stream, so many streams push less often."""
         streams = sum(f.streams for f in self._feeds.values())
         return min(MAX_COALESCE_S, COALESCE_S + PER_STREAM_S * streams)
 

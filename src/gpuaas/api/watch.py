@@ -7,7 +7,8 @@ engine's watch hub (after commit), already encoded once for every stream of the 
 what was already sent are dropped by resourceVersion, so a change is never sent twice or out of
 order. Each stream's queue is bounded (``MAX_QUEUED``): a client that reads too slowly has its
 stream ended, as kube-apiserver ends a watcher that falls behind, and watches again from the
-last resourceVersion it saw.
+last resourceVersion it saw. Each stream yields its chunks as parts (the hand-offs' shared bytes),
+which ``api.stream_writes`` sends off the event loop without joining them per stream.
 
 As kube-apiserver: a resourceVersion older than the history the server replays (``history``
 changes back) gets one ERROR event holding a 410 Expired Status and the stream ends (clients then
@@ -67,7 +68,8 @@ def too_large(resource_version: int, current: int) -> bytes:
 
 
 async def paced(data: bytes) -> AsyncIterator[bytes | memoryview]:
-    """``data`` in slices of at most ``SLICE`` bytes (views, not copies).
+    """``data`` in slices of at most ``SLICE`` bytes (views, not copies), where uvicorn writes a
+    stream (TLS; ``api.stream_writes`` otherwise).
 
     The server waits for a lagging reader between two writes (its flow control), never within
     one: a stream that wrote a hand-off's megabytes at once had them all copied into its
