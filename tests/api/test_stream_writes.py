@@ -17,6 +17,7 @@ import shutil
 import socket
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -192,6 +193,10 @@ def test_a_client_that_goes_away_ends_the_stream(serve: Any) -> None:
     assert app.ended.wait(30), "the stream went on after its client left"
 
 
+class FakeCycle(SimpleNamespace):
+    """uvicorn's RequestResponseCycle as ``DirectBody.open`` reads it (weakly referenced)."""
+
+
 def _cycle(**over: Any) -> Any:
     a, b = socket.socketpair()
     info = {"socket": a, "sslcontext": None, "ssl_object": None}
@@ -202,7 +207,7 @@ def _cycle(**over: Any) -> Any:
         is_closing=lambda: False,
         get_write_buffer_size=lambda: buffered,
     )
-    cycle = SimpleNamespace(
+    cycle = FakeCycle(
         chunked_encoding=over.get("chunked", True),
         disconnected=False,
         transport=transport,
@@ -225,7 +230,7 @@ def test_only_a_plain_chunked_idle_connection_is_taken(over: dict[str, Any], dir
     cycle, socks = _cycle(**over)
 
     async def main() -> DirectBody | None:
-        body = DirectBody.open({"extensions": {CYCLE: cycle}})
+        body = DirectBody.open({"extensions": {CYCLE: weakref.ref(cycle)}})
         if body is not None:
             await body.write([b"hello", b" ", b"world"])
             await body.finish()

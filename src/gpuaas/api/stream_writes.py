@@ -227,7 +227,8 @@ class DirectBody:
     @classmethod
     def open(cls, scope: dict[str, Any]) -> DirectBody | None:
         """After ``http.response.start`` was sent: the body's writer, or None (uvicorn's)."""
-        cycle = (scope.get("extensions") or {}).get(CYCLE)
+        ref = (scope.get("extensions") or {}).get(CYCLE)
+        cycle = ref() if ref is not None else None
         if cycle is None or not getattr(cycle, "chunked_encoding", False) or cycle.disconnected:
             return None
         transport = cycle.transport
