@@ -2,8 +2,9 @@
 once per change, not on every pass (a full pass reads them all every second); a workload
 woken by a worker's event and unchanged on the hub is not decoded again; what is kept has no
 spec or managedFields, while a copy's body still gets the whole document; a workload gone is
-forgotten at the next full pass; and a full pass plans again only the workloads something
-of which changed since a plan that changed nothing."""
+forgotten at the next full pass; a full pass plans again only the workloads something
+of which changed since a plan that changed nothing, and a pass woken by events only those
+something of which changed since their last plan."""
 
 from __future__ import annotations
 
@@ -104,9 +105,12 @@ def test_a_full_pass_plans_again_only_what_changed(
         c.sync_once(None)
         assert len(planned) == before  # the same inputs, last planned to do nothing: skipped
         c.sync_once({"ns/a"})
-        assert len(planned) == before + 1  # an event's pass plans its workload all the same
+        assert len(planned) == before  # an event's pass too, while nothing of it changed
+        assert writes.update_workload(engine, "ns/a", "mk", None, ("w1",), None, [])
+        c.sync_once({"ns/a"})
+        assert len(planned) == before + 1  # its document changed: planned again
         assert writes.update_workload(engine, "ns/b", "mk", None, ("w1",), None, [])
         c.sync_once(None)
-        assert len(planned) == before + 2  # only the workload whose document changed
+        assert len(planned) == before + 3  # both: a after a plan that did something, b changed
     finally:
         c.close()

@@ -103,13 +103,18 @@ def _owner(doc: JsonDoc) -> JsonDoc:
     return refs[0] if isinstance(refs[0], dict) else {}
 
 
-def _pending_only(u: writes.WorkloadUpdate) -> bool:
-    """An update that only nominates workers or says why the check is still Pending."""
-    return (
-        u.finish is None
-        and u.cluster_name is None
-        and (u.state is None or u.state[0] == plan_mk.PENDING)
-    )
+def _leads_nowhere(u: writes.WorkloadUpdate) -> bool:
+    """An update after which a plan of the same workload has nothing to do until a worker or
+    the manager says something new (which wakes it on its own): one that only nominates
+    workers or says why the check is still Pending, or one that records the worker chosen
+    (Ready with ``clusterName``: its Job is there, the other copies' removals are in flight
+    or answered, and its Job's status went with it). Finishing (its copies go next) and
+    Retry (the manager evicts it next) lead somewhere."""
+    if u.finish is not None:
+        return False
+    if u.cluster_name is not None:
+        return u.state is not None and u.state[0] == plan_mk.READY
+    return u.state is None or u.state[0] == plan_mk.PENDING
 
 
 def _job_kind(doc: JsonDoc) -> Kind | None:
@@ -175,6 +180,11 @@ class MultiKueueController:
         # workload -> what its last plan was made of, when that plan changed nothing: a full
         # pass skips it while all of it is the same objects (see _inputs).
         self._quiet: dict[str, tuple[Any, ...]] = {}
+        # workload -> what its last plan was made of, whatever it did: a pass woken by events
+        # skips it while all of it is the same objects, since it would plan the same again
+        # (what it sent is in flight or answered, what it wrote is applied or skipped); a full
+        # pass plans it again all the same (a write that failed is retried there).
+        self._planned: dict[str, tuple[Any, ...]] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -294,6 +304,7 @@ class MultiKueueController:
         results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
         sends: list[tuple[Kind, str, WorkerView]] = []  # Jobs to send to their worker
         copies: list[tuple[str, WorkerView]] = []  # Workload copies to create
+        on_way: set[str] = set()  # workloads whose Job an earlier pass sent, not answered yet
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
         if full:  # copies on workers whose manager workload no longer needs them: garbage
@@ -311,7 +322,8 @@ class MultiKueueController:
             clusters = hub.clusters_of.get(check, [])
             if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
                 inputs[key] = self._inputs(key, doc, clusters, views)
-                if full and self._quiet.get(key) == inputs[key]:
+                last = self._quiet.get(key) if full else self._planned.get(key)
+                if last is not None and last == inputs[key]:
                     continue
             status = doc.get("status") or {}
             state: JsonDoc = next(
@@ -358,15 +370,21 @@ class MultiKueueController:
             )  # fmt: skip
             for n in p.delete_on:
                 self._remove(connected[n], key)
-            copies.extend((key, connected[n]) for n in p.create_on)
+            busy = self._in_flight.busy
+            copies.extend((key, connected[n]) for n in p.create_on if not busy(CREATE_COPY, n, key))
             if p.create_job_on is not None and (job_kind := _job_kind(doc)) is not None:
-                sends.append((job_kind, key, connected[p.create_job_on]))
+                if busy(CREATE_JOB, p.create_job_on, key):
+                    on_way.add(key)  # sent by an earlier pass: Ready still waits for it
+                else:
+                    sends.append((job_kind, key, connected[p.create_job_on]))
             results.append((key, p, doc))
+            if key in inputs:
+                self._planned[key] = inputs[key]
         bodies = HubReader.full_docs(engine, {key for key, _ in copies})
         for key, w in copies:
             if key in bodies:
                 self._submit(CREATE_COPY, w, key, workload_copy(bodies[key], self.options.origin))
-        sent = self._send_jobs(engine, sends)
+        sent = self._send_jobs(engine, sends) | on_way
         self._flush(engine)
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
@@ -391,18 +409,21 @@ class MultiKueueController:
                 self._quiet[key] = inputs[key]
             else:
                 self._quiet.pop(key, None)
+            if p.wait_lost is not None:  # the clock moves it: never skipped
+                self._planned.pop(key, None)
         try:
             done, ack = writes.apply_workloads(engine, updates, mirrors)
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
             self._quiet.clear()
+            self._planned.clear()
             raise
         applied = set(done)
         if ack is not None:  # commits are stored in order: waiting for the last waits for all
             self._unsaved = ack
-        # The next pass plans again what these writes may lead to; a nomination and a Pending
-        # message lead to nothing of their own (the workers' answers and watches go on).
-        return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
+        # The next pass plans again what these writes may lead to; a nomination, a Pending
+        # message and the chosen worker lead to nothing of their own (_leads_nowhere).
+        return [u.key for u in updates if u.key not in applied or not _leads_nowhere(u)]
 
     def _inputs(
         self, key: str, doc: JsonDoc, clusters: list[str], views: dict[str, WorkerView]
@@ -426,6 +447,8 @@ class MultiKueueController:
             del self._placing[key]
         for key in set(self._quiet) - set(hub.workloads):
             del self._quiet[key]
+        for key in set(self._planned) - set(hub.workloads):
+            del self._planned[key]
         owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
         for uid in set(self._mirrored) - owners:
             del self._mirrored[uid]
@@ -477,7 +500,7 @@ class MultiKueueController:
             self._queued.append(Operation(verb, w.name, key, w.client, base, plural, body))
 
     def _remove(self, w: WorkerView, key: str) -> None:
-        if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
+        if w.client is not None and not self._in_flight.busy(REMOVE, w.name, key):  # the Job as last seen; one made since fails the delete: retried
             self._queued.append(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
 
     def _flush(self, engine: Engine) -> None:
@@ -506,6 +529,7 @@ class MultiKueueController:
         except Exception:
             self._mirrored.clear()
             self._quiet.clear()
+            self._planned.clear()
             raise
 
     def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
@@ -538,7 +562,8 @@ class MultiKueueController:
             update = writes.WorkloadUpdate(
                 key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
             )
-            return update, self._mirror_job(key, doc, connected)
+            chosen = (doc.get("status") or {}).get("clusterName")
+            return update, self._mirror_job(key, doc, connected, chosen)
         if job_missing and p.check is not None and p.check[0] == plan_mk.READY:
             return None, None  # its Job is on its way to the worker: Ready waits for it
         status = doc.get("status") or {}
@@ -552,8 +577,9 @@ class MultiKueueController:
         if p.check is not None and p.check[0] == plan_mk.RETRY:
             self._rounds.pop(key, None)
         mirror = None
-        if status.get("clusterName") is not None:
-            mirror = self._mirror_job(key, doc, connected)
+        chosen = status.get("clusterName") or p.cluster_name  # its Job's status goes with it
+        if chosen is not None:
+            mirror = self._mirror_job(key, doc, connected, chosen)
         if same_check and same_nomination and p.cluster_name is None and not p.events:
             return None, mirror
         update = writes.WorkloadUpdate(
@@ -562,11 +588,11 @@ class MultiKueueController:
         return update, mirror
 
     def _mirror_job(
-        self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]
+        self, key: str, doc: JsonDoc, connected: dict[str, WorkerView], cluster: str | None
     ) -> writes.StatusWrite | None:
-        """Kueue's SyncJob for a batch Job: the worker's Job status, to copy to the manager's
-        (None when there is none, or it is the status mirrored last time)."""
-        chosen = connected.get(str((doc.get("status") or {}).get("clusterName") or ""))
+        """Kueue's SyncJob for a batch Job: the status of its Job on worker ``cluster``, to copy
+        to the manager's (None when there is none, or it is the status mirrored last time)."""
+        chosen = connected.get(cluster or "")
         remote = chosen.jobs.get(key) if chosen is not None else None
         owner = _owner(doc)
         kind = BY_KIND.get(str(owner.get("kind", "")))
