@@ -23,6 +23,7 @@ reaches a worker is ``remote``'s.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -124,12 +125,19 @@ def _job_kind(doc: JsonDoc) -> Kind | None:
     return kind if kind is not None and kind.job else None
 
 
+@functools.lru_cache(maxsize=4096)
+def _since(text: str) -> float:
+    """A condition's lastTransitionTime in seconds (0 when unreadable). Remembered: copies
+    admitted in the same second share it, and ``strptime`` was a tenth of the hub's planning."""
+    return parse_rfc3339(text) or 0.0
+
+
 def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
     """What ``reconcile`` needs of a worker's Workload."""
     admitted = _cond(doc, "Admitted")
     admitted_at = None
     if admitted is not None and admitted.get("status") == "True":
-        admitted_at = parse_rfc3339(str(admitted.get("lastTransitionTime", ""))) or 0.0
+        admitted_at = _since(str(admitted.get("lastTransitionTime", "")))
     finished = None
     fin = _cond(doc, "Finished")
     if fin is not None and fin.get("status") == "True":
@@ -368,8 +376,15 @@ class MultiKueueController:
                 local, remotes, unavailable, nomination, lost_for,
                 self.options.worker_lost_timeout,
             )  # fmt: skip
+            # The copies of workers not chosen, once a worker was: their removal's answer
+            # wakes nothing (the workload's next plan would find nothing to do). A removal
+            # for a workload finished or without quota, or off the nomination, wakes it: a
+            # workload that reserves quota again plans its new copies once the old are gone.
+            losers = local.holds_quota and not local.finished and not (
+                p.check is not None and p.check[0] == plan_mk.PENDING
+            )
             for n in p.delete_on:
-                self._remove(connected[n], key)
+                self._remove(connected[n], key, wake=not losers)
             busy = self._in_flight.busy
             copies.extend((key, connected[n]) for n in p.create_on if not busy(CREATE_COPY, n, key))
             if p.create_job_on is not None and (job_kind := _job_kind(doc)) is not None:
@@ -499,9 +514,11 @@ class MultiKueueController:
         if w.client is not None:
             self._queued.append(Operation(verb, w.name, key, w.client, base, plural, body))
 
-    def _remove(self, w: WorkerView, key: str) -> None:
-        if w.client is not None and not self._in_flight.busy(REMOVE, w.name, key):  # the Job as last seen; one made since fails the delete: retried
-            self._queued.append(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
+    def _remove(self, w: WorkerView, key: str, wake: bool = True) -> None:
+        if w.client is not None and not self._in_flight.busy(REMOVE, w.name, key):
+            # the Job as last seen; one made since fails the delete: retried
+            op = Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs, wake=wake)
+            self._queued.append(op)
 
     def _flush(self, engine: Engine) -> None:
         """Start the remote writes this pass planned, once the last pass's updates are stored.

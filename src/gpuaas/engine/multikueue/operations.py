@@ -77,6 +77,7 @@ class Operation:
     plural: str = "workloads"
     body: JsonDoc | None = None
     with_job: bool = False  # REMOVE: the worker has the Job too (deleted first: it owns the copy)
+    wake: bool = True  # wake the controller for this workload once answered
 
     def run(self) -> None:
         ns, _, name = self.key.partition("/")
@@ -133,7 +134,9 @@ class InFlight:
                 worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
             with self._lock:
                 self._busy.discard((op.verb, op.worker, op.key))
-        if ok and op.verb != CREATE_COPY:  # a copy's news is its admission, which its watch sends
+        # A copy's news is its admission, which its watch sends; a loser's removal leads
+        # nowhere (the plan that asked for it had chosen the worker: Operation.wake).
+        if ok and op.verb != CREATE_COPY and op.wake:
             self._wake(op.key)
 
 
