@@ -9,8 +9,8 @@ worker answers, what it did is assumed in that worker's watched cache at once (a
 assumes an admission before the API server confirms it) and the controller is woken: its next
 pass sees the Job or the removal without waiting for the watch event, which later confirms it
 (a created copy wakes nothing: what a pass waits for is its admission, which the watch sends). A
-failed write is only logged: the next pass (at the latest after ``idle_interval``) plans it
-again from what the workers show.
+failed write is logged and its workload marked (``failed``): the next full pass (at the latest
+after ``idle_interval``) plans it again from what the workers show.
 
 It owns the bodies of the copies (Kueue's ``cloneForCreate`` and the Job adapter's) and the
 in-flight set; it decides nothing.
@@ -98,10 +98,12 @@ class InFlight:
         pool: ThreadPoolExecutor,
         workers: dict[str, Worker],
         wake: Callable[[str], None],
+        failed: Callable[[str], None] | None = None,
     ) -> None:
         self._pool = pool
         self._workers = workers
         self._wake = wake
+        self._failed = failed  # told the workload of a write that failed
         self._lock = threading.Lock()
         self._busy: set[tuple[str, str, str]] = set()
 
@@ -138,6 +140,8 @@ class InFlight:
         # nowhere (the plan that asked for it had chosen the worker: Operation.wake).
         if ok and op.verb != CREATE_COPY and op.wake:
             self._wake(op.key)
+        elif not ok and self._failed is not None:
+            self._failed(op.key)
 
 
 __all__ = [
