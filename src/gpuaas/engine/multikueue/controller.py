@@ -452,15 +452,25 @@ class MultiKueueController:
         self, key: str, doc: JsonDoc, clusters: list[str], views: dict[str, WorkerView]
     ) -> tuple[Any, ...]:
         """All a workload's plan is made of, bar the clock: its hub document (``hub`` keeps
-        one object per change), its workers' config, each worker's state and its copy and Job
-        there (the watches and answered writes replace these objects, never edit them), and
-        the worker its Job went to. The same objects plan the same: a workload is not planned
-        again until one of them is replaced, so a pass costs what changed, not every workload
-        it was woken for, and a full pass not every workload in flight (at 1,000 Jobs, full
-        passes planned the few hundred waiting on workers each second: a third of all plans).
-        A plan waiting for a lost worker, which the clock moves, is never skipped."""
+        one object per change), its workers' config, each worker's state, what the plan reads
+        of its copy there (``remote_copy``: its conditions) and of its Job (whether there is
+        one, and its status), and the worker its Job went to. The same inputs plan the same: a
+        workload is not planned again until one of them changes, so a pass costs what changed,
+        not every workload it was woken for, and a full pass not every workload in flight (at
+        1,000 Jobs, full passes planned the few hundred waiting on workers each second: a
+        third of all plans; a copy or Job whose watch event only adds what the answered create
+        put in the cache changes nothing here). A plan waiting for a lost worker, which the
+        clock moves, is never skipped."""
         workers = tuple(
-            (n, w.client is not None, w.active, w.lost_since, w.copies.get(key), w.jobs.get(key))
+            (
+                n,
+                w.client is not None,
+                w.active,
+                w.lost_since,
+                self._remote_copy(n, key, w) if key in w.copies else None,
+                (job := w.jobs.get(key)) is not None,
+                job.get("status") or None if job is not None else None,
+            )
             for n, w in views.items()
         )
         return doc, tuple(clusters), workers, self._placing.get(key)
