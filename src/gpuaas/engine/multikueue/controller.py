@@ -18,7 +18,7 @@ the thread, whose next pass plans those workloads only (as Kueue reconciles each
 own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
 timeouts, Incremental rounds, the re-read of running Jobs) runs at least every ``idle_interval``
 and whenever a worker's connection changes. Either plans a workload only when something it is
-planned from changed since its last plan, or a remote write for it failed (``_inputs``). What it decides is Kueue's; how it
+planned from changed since its last plan, or a remote write for it failed (``memo``). What it decides is Kueue's; how it
 reaches a worker is ``remote``'s.
 """
 
@@ -36,6 +36,11 @@ from typing import TYPE_CHECKING, Any
 from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.multikueue import clusters, writes
 from gpuaas.engine.multikueue.hub import Hub, HubReader
+from gpuaas.engine.multikueue.memo import PlanMemo
+from gpuaas.engine.multikueue.memo import condition as _cond
+from gpuaas.engine.multikueue.memo import is_true as _true
+from gpuaas.engine.multikueue.memo import leads_nowhere as _leads_nowhere
+from gpuaas.engine.multikueue.memo import owner_ref as _owner
 from gpuaas.engine.multikueue.operations import (
     CREATE_COPY,
     CREATE_JOB,
@@ -80,43 +85,6 @@ class MultiKueueOptions:
     origin: str = mk.DEFAULT_ORIGIN
     interval: float = 0.005  # after a wake-up, gather this long's further events in one pass
     idle_interval: float = 1.0  # seconds between passes with no event (timeouts, rounds)
-
-
-def _cond(doc: JsonDoc | None, type_: str) -> JsonDoc | None:
-    for c in ((doc or {}).get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c
-    return None
-
-
-def _true(doc: JsonDoc | None, type_: str) -> bool:
-    c = _cond(doc, type_)
-    return c is not None and c.get("status") == "True"
-
-
-def _key(doc: JsonDoc) -> str:
-    meta = doc.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def _owner(doc: JsonDoc) -> JsonDoc:
-    """A workload's first owner reference (its Job), or an empty one."""
-    refs = (doc.get("metadata") or {}).get("ownerReferences") or [{}]
-    return refs[0] if isinstance(refs[0], dict) else {}
-
-
-def _leads_nowhere(u: writes.WorkloadUpdate) -> bool:
-    """An update after which a plan of the same workload has nothing to do until a worker or
-    the manager says something new (which wakes it on its own): one that only nominates
-    workers or says why the check is still Pending, or one that records the worker chosen
-    (Ready with ``clusterName``: its Job is there, the other copies' removals are in flight
-    or answered, and its Job's status went with it). Finishing (its copies go next) and
-    Retry (the manager evicts it next) lead somewhere."""
-    if u.finish is not None:
-        return False
-    if u.cluster_name is not None:
-        return u.state is not None and u.state[0] == plan_mk.READY
-    return u.state is None or u.state[0] == plan_mk.PENDING
 
 
 def _job_kind(doc: JsonDoc) -> Kind | None:
@@ -167,7 +135,10 @@ class MultiKueueController:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
         self._refreshing: set[str] = set()  # workers whose Jobs are being re-read
-        self._in_flight = InFlight(self._pool, self.workers, self._touch, self._failed)
+        # What each workload's last plan was made of: a pass plans it again only once
+        # something of that changed, or a remote write for it failed (``memo``).
+        self._memo = PlanMemo()
+        self._in_flight = InFlight(self._pool, self.workers, self._touch, self._memo.failed)
         # What changed since the last pass: workload keys, or everything (a full pass).
         self._dirty: set[str] = set()
         self._full = True
@@ -186,13 +157,6 @@ class MultiKueueController:
         # and the commit of the last pass's updates, not waited for at its end (see _flush).
         self._queued: list[Operation] = []
         self._unsaved: Ack | None = None
-        # workload -> what its last plan was made of: a pass skips it while all of it is the
-        # same objects (see _inputs), since it would plan the same again: what that plan sent
-        # is in flight or answered, what it wrote is applied. What would make the same plan
-        # needed again drops it: a remote write that failed (``_failed``: at the next full
-        # pass, as before), an update not applied, a commit not stored.
-        self._planned: dict[str, tuple[Any, ...]] = {}
-        self._retry: set[str] = set()  # workloads a remote write failed for, under _dirty_lock
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -220,11 +184,6 @@ class MultiKueueController:
             else:
                 self._dirty.add(key)
         self._wake.set()
-
-    def _failed(self, key: str) -> None:
-        """A remote write for workload ``key`` failed: the next full pass plans it again."""
-        with self._dirty_lock:
-            self._retry.add(key)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -257,10 +216,7 @@ class MultiKueueController:
         self._saved(engine, wait=False)
         if full:
             self._full_at = time.monotonic()
-            with self._dirty_lock:
-                retry, self._retry = self._retry, set()
-            for key in retry:
-                self._planned.pop(key, None)
+            self._memo.retry_failed()
             self._load_workers(engine)
         hub = self._hub.read(engine, keys)
         views = {name: w.snapshot(keys) for name, w in self.workers.items()}
@@ -338,9 +294,10 @@ class MultiKueueController:
             check = hub.check_of[key]
             clusters = hub.clusters_of.get(check, [])
             if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
-                inputs[key] = self._inputs(key, doc, clusters, views)
-                last = self._planned.get(key)
-                if last is not None and last == inputs[key]:
+                inputs[key] = self._memo.inputs(
+                    key, doc, check, clusters, views, self._remote_copy, self._placing.get(key)
+                )
+                if self._memo.unchanged(key, inputs[key]):
                     continue
             status = doc.get("status") or {}
             state: JsonDoc = next(
@@ -405,7 +362,7 @@ class MultiKueueController:
                     sends.append((job_kind, key, connected[p.create_job_on]))
             results.append((key, p, doc))
             if key in inputs:
-                self._planned[key] = inputs[key]
+                self._memo.planned(key, inputs[key])
         bodies = HubReader.full_docs(engine, {key for key, _ in copies})
         for key, w in copies:
             if key in bodies:
@@ -431,56 +388,26 @@ class MultiKueueController:
             if mirror is not None:
                 mirrors.append(mirror)
             if p.wait_lost is not None:  # the clock moves it: never skipped
-                self._planned.pop(key, None)
+                self._memo.forget(key)
         try:
             done, ack = writes.apply_workloads(engine, updates, mirrors)
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
-            self._planned.clear()
+            self._memo.clear()
             raise
         applied = set(done)
-        for u in updates:
-            if u.key not in applied:  # moved past meanwhile: planned again
-                self._planned.pop(u.key, None)
+        self._memo.applied(updates, applied)  # its own update not planned again for
         if ack is not None:  # commits are stored in order: waiting for the last waits for all
             self._unsaved = ack
         # The next pass plans again what these writes may lead to; a nomination, a Pending
         # message and the chosen worker lead to nothing of their own (_leads_nowhere).
         return [u.key for u in updates if u.key not in applied or not _leads_nowhere(u)]
 
-    def _inputs(
-        self, key: str, doc: JsonDoc, clusters: list[str], views: dict[str, WorkerView]
-    ) -> tuple[Any, ...]:
-        """All a workload's plan is made of, bar the clock: its hub document (``hub`` keeps
-        one object per change), its workers' config, each worker's state, what the plan reads
-        of its copy there (``remote_copy``: its conditions) and of its Job (whether there is
-        one, and its status), and the worker its Job went to. The same inputs plan the same: a
-        workload is not planned again until one of them changes, so a pass costs what changed,
-        not every workload it was woken for, and a full pass not every workload in flight (at
-        1,000 Jobs, full passes planned the few hundred waiting on workers each second: a
-        third of all plans; a copy or Job whose watch event only adds what the answered create
-        put in the cache changes nothing here). A plan waiting for a lost worker, which the
-        clock moves, is never skipped."""
-        workers = tuple(
-            (
-                n,
-                w.client is not None,
-                w.active,
-                w.lost_since,
-                self._remote_copy(n, key, w) if key in w.copies else None,
-                (job := w.jobs.get(key)) is not None,
-                job.get("status") or None if job is not None else None,
-            )
-            for n, w in views.items()
-        )
-        return doc, tuple(clusters), workers, self._placing.get(key)
-
     def _forget(self, hub: Hub, views: dict[str, WorkerView]) -> None:
         """A full pass drops what the controller remembers of workloads and copies gone."""
         for key in set(self._placing) - set(hub.workloads):
             del self._placing[key]
-        for key in set(self._planned) - set(hub.workloads):
-            del self._planned[key]
+        self._memo.keep_only(set(hub.workloads))
         owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
         for uid in set(self._mirrored) - owners:
             del self._mirrored[uid]
@@ -562,7 +489,7 @@ class MultiKueueController:
             writes.saved(engine, ack)
         except Exception:
             self._mirrored.clear()
-            self._planned.clear()
+            self._memo.clear()
             raise
 
     def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
