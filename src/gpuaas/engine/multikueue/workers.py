@@ -5,7 +5,7 @@ then watches them, and every change wakes the reconciler for that workload. A ``
 the same with one thread per watched resource (Workloads and Jobs labelled with this manager's
 origin): list, then watch from the list's resourceVersion, apply each event to its cache, call
 ``notify`` (the controller's wake-up, with the changed workload's key) when the event is news to
-the controller (a new object, a new status, a deletion it did not assume), and on a failed call
+the controller (a new status, a deletion it did not assume: ``_news``), and on a failed call
 mark the worker unreachable and list again after a short pause. The controller never reads a worker over the network in its pass: it
 takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
 answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
