@@ -148,10 +148,11 @@ class Connections:
 
     def call(self, request: bytes) -> tuple[int, bytes]:
         """(1) take a connection, (2) send and read the whole answer, (3) keep the connection
-        unless the server closes it; a kept one found closed is retried once on a new one.
+        unless the server closes it; a kept one found closed is retried once on a new one
+        (never another kept one: it may have been closed as well).
         A failure is an ``OSError`` (a timeout, a refused connection, a bad answer)."""
         for attempt in (0, 1):
-            conn, reused = self._take()
+            conn, reused = self._take() if attempt == 0 else (None, False)
             try:
                 if conn is None:
                     conn = self._open()
@@ -212,7 +213,7 @@ class Connections:
             while waiting or active:
                 while waiting and len(active) < _IDLE_MAX:
                     i = waiting.popleft()
-                    conn, reused = self._take()
+                    conn, reused = (None, False) if i in retried else self._take()
                     try:
                         if conn is None:
                             conn = self._open()
