@@ -273,3 +273,21 @@ def test_many_calls_to_a_worker_that_does_not_answer_time_out() -> None:
     finally:
         c.close()
         listener.close()
+
+
+def test_many_calls_to_a_worker_that_takes_no_connection_try_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch to a worker whose connections fail (here refused) opens one, not one per call
+    (a dropped connect waits its whole timeout), and every call fails with its reason."""
+    port = free_port()  # nothing listens there
+    c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
+    opened: list[int] = []
+    real = c._conns._open
+    monkeypatch.setattr(c._conns, "_open", lambda: opened.append(1) or real())
+    try:
+        got = c.calls([Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/x")] * 5)
+        assert len(opened) == 1
+        assert all(isinstance(a, RemoteError) and f"127.0.0.1:{port}" in str(a) for a in got)
+    finally:
+        c.close()

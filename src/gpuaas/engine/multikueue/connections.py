@@ -187,7 +187,9 @@ class Connections:
         arrive together, as from that many callers (a gpuaas worker batches the creates that
         arrive in one step of its event loop), while the hub pays no thread hand-off per call.
         Each result is ``call``'s answer or the ``OSError`` it would have raised; a kept
-        connection found closed is retried once on a new one, as ``call`` does."""
+        connection found closed is retried once on a new one, as ``call`` does. Once a new
+        connection cannot be opened, the calls that need one fail as it did, untried: a
+        worker that drops connections costs the batch one connect timeout, not one each."""
         if len(requests) == 1:
             try:
                 return [self.call(requests[0])]
@@ -197,6 +199,7 @@ class Connections:
         waiting = deque(range(len(requests)))
         retried: set[int] = set()
         active: dict[_Connection, tuple[int, bool]] = {}  # -> (request, whether reused)
+        unreachable: OSError | None = None  # a new connection failed: the rest fail alike
         sel = selectors.DefaultSelector()
 
         def failed(i: int, conn: _Connection | None, reused: bool, exc: OSError) -> None:
@@ -214,9 +217,16 @@ class Connections:
                 while waiting and len(active) < _IDLE_MAX:
                     i = waiting.popleft()
                     conn, reused = (None, False) if i in retried else self._take()
+                    if conn is None and unreachable is not None:
+                        results[i] = unreachable  # not tried again: a connect may take seconds
+                        continue
                     try:
                         if conn is None:
-                            conn = self._open()
+                            try:
+                                conn = self._open()
+                            except OSError as exc:
+                                unreachable = exc
+                                raise
                         conn.start(requests[i])
                     except OSError as exc:
                         failed(i, conn, reused, exc)
