@@ -186,6 +186,22 @@ def test_group_commit_lingers_only_for_writes_nobody_waits_for(store: Store) -> 
     assert sorted(o.key.name for o in store.load().objects) == ["behind", "waited"]
 
 
+def test_group_commit_waits_for_the_writers_at_work_and_no_longer(store: Store) -> None:
+    gc = GroupCommitter(store, linger=600.0)
+    try:
+        gc.siblings = lambda: 1  # a lone writer: its write is committed at once
+        gc.submit([PutObject(_obj("alone", 1))]).result(timeout=30)
+        gc.siblings = lambda: 2  # two writers at work: the first write waits for the second's
+        first = gc.submit([PutObject(_obj("first", 2))])
+        time.sleep(0.05)
+        assert not first.done()
+        gc.submit([PutObject(_obj("second", 3))]).result(timeout=30)
+        assert first.done()
+        assert (gc.batches, gc.items) == (2, 3)
+    finally:
+        gc.close()
+
+
 def test_group_commit_runs_its_hook_once_a_batch_is_stored(store: Store) -> None:
     seen: list[tuple[list[str], list[str]]] = []  # (names written, names already in the store)
     futures: list[Ack] = []

@@ -9,12 +9,13 @@ later writes were decided on top of the lost ones; the engine then reloads from 
 Work that must follow a commit (the engine compacts the records just stored) runs in the
 ``stored`` hook, before the batch's callers are answered.
 
-Writes nobody waits for (``submit(..., waiting=False)``: the statuses the scheduler thread
-decided, a tick's) linger: a batch of only those waits up to ``linger`` for more, and is committed
-as soon as a write somebody waits for joins it (or the time is up), so that write is not held up
-and both share one transaction and one fsync. On a MultiKueue worker each copy's admission was
-committed apart from the creates and deletes around it: 2,400 commits per 1,000 workloads, each a
-wake-up of this thread, an fsync and a watch hand-off.
+A batch lingers (waits up to ``linger`` for more writes) while it wants company: while it holds
+no write somebody waits for (``submit(..., waiting=False)``: the statuses the scheduler thread
+decided, a tick's), or while ``siblings`` (the server's count of write calls in flight) says more
+writers are at work than the batch holds waited writes, so one of them is about to submit. A
+lone client's write is committed at once; concurrent writes share one transaction and one fsync.
+On a MultiKueue worker the copies' creates, admissions and deletes were committed apart: 2,400
+commits per 1,000 workloads, each a wake-up of this thread, an fsync and a watch hand-off.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class GroupCommitter:
         self.store = store
         self.max_batch = max_batch
         self.linger = linger
+        # How many writers are at work (queued or running write calls), or None: not known.
+        self.siblings: Callable[[], int] | None = None
         # Runs on the writer thread with each batch's writes once they are stored, before its
         # callers are answered: answered first, they would wait for the GIL behind it.
         self._stored = stored
@@ -144,7 +147,7 @@ class GroupCommitter:
                 return
             batch = [first]
             stop = self._drain(batch)
-            if not stop and self.linger > 0 and not any(item.waiting for item in batch):
+            if not stop and self.linger > 0:
                 stop = self._linger(batch)
             self._commit(batch)
             if stop:
@@ -163,10 +166,10 @@ class GroupCommitter:
         return False
 
     def _linger(self, batch: list[_Item]) -> bool:
-        """Wait up to ``linger`` for more writes, until one that somebody waits for comes (and
-        what is queued with it); True if ``close`` was asked for."""
+        """Wait up to ``linger`` for more writes while ``batch`` wants company (see the module
+        docstring); True if ``close`` was asked for."""
         deadline = time.monotonic() + self.linger
-        while len(batch) < self.max_batch:
+        while len(batch) < self.max_batch and self._wants_company(batch):
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -177,9 +180,13 @@ class GroupCommitter:
             if not isinstance(nxt, _Item):
                 return True
             batch.append(nxt)
-            if nxt.waiting:
-                return self._drain(batch)
+            if self._drain(batch):
+                return True
         return False
+
+    def _wants_company(self, batch: list[_Item]) -> bool:
+        waited = sum(1 for item in batch if item.waiting)
+        return waited == 0 or (self.siblings is not None and self.siblings() > waited)
 
     def _commit(self, batch: list[_Item]) -> None:
         if self._failed.is_set():
