@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -100,8 +101,14 @@ def test_in_flight_counts_the_calls_handed_over_and_not_yet_returned() -> None:
         barrier.wait()  # every call is running: the test thread reads the count meanwhile
         barrier.wait()
 
+    async def settled() -> int:  # a worker counts its call done a moment after its answer
+        deadline = time.monotonic() + 30
+        while write_workers.in_flight() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        return write_workers.in_flight()
+
     async def main() -> None:
-        before = write_workers.in_flight()
+        before = await settled()  # earlier tests' calls
         calls = asyncio.gather(*(write_workers.offload(call) for _ in range(parties)))
 
         def look() -> None:
@@ -113,7 +120,7 @@ def test_in_flight_counts_the_calls_handed_over_and_not_yet_returned() -> None:
         looker.start()
         await calls
         looker.join()
-        seen.append(write_workers.in_flight() - before)
+        seen.append(await settled() - before)
 
     asyncio.run(main())
     assert seen == [parties, 0]

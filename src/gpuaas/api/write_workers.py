@@ -83,7 +83,8 @@ def _flush(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def in_flight() -> int:
-    """How many calls are queued or running now."""
+    """How many calls are queued or running now (a call counts until its worker is free again,
+    a moment after its answer was handed back)."""
     return _in_flight
 
 
