@@ -153,6 +153,13 @@ def proc_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / ticks
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the whole machine so far, from /proc/stat."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -392,8 +399,9 @@ class Bench:
 
 # -- watchers and dashboard streams in their own process ------------------------------------------
 async def _open_streams(
-    port: int, token: str, watches: int, streams: int, rv: str, ready: Any
+    port: int, token: str, watches: int, streams: int, rv: str, ready: Any, counts: Any
 ) -> None:
+    """``counts``: shared [bytes received, streams that ended], for the bench to print."""
     paths = []
     for i in range(watches):
         accept = "application/json"
@@ -420,6 +428,7 @@ async def _open_streams(
         while True:
             chunk = await reader.read(65536)
             if not chunk:
+                counts[1] += 1  # the server ended it (a watcher too far behind is dropped)
                 return
             if first:
                 first = False
@@ -427,6 +436,7 @@ async def _open_streams(
                 if opened[0] == len(paths):
                     ready.set()  # every stream is open and has had its first answer
             received[0] += len(chunk)
+            counts[0] += len(chunk)
 
     tasks = []
     for p, a in paths:
@@ -436,8 +446,10 @@ async def _open_streams(
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _streams_proc(port: int, token: str, watches: int, streams: int, rv: str, ready: Any) -> None:
-    asyncio.run(_open_streams(port, token, watches, streams, rv, ready))
+def _streams_proc(
+    port: int, token: str, watches: int, streams: int, rv: str, ready: Any, counts: Any
+) -> None:
+    asyncio.run(_open_streams(port, token, watches, streams, rv, ready, counts))
 
 
 def main() -> None:
@@ -565,11 +577,12 @@ def main() -> None:
                     print(base.line(f"{label}: fresh server, no streams"))
                     ctx = multiprocessing.get_context("spawn")
                     ready = ctx.Event()
+                    counts = ctx.Array("q", 2, lock=False)  # bytes read, streams ended
                     listed = b.http.get(WORKLOADS, params={"limit": 1}).json()
                     rv = listed["metadata"]["resourceVersion"]
                     sp = ctx.Process(
                         target=_streams_proc,
-                        args=(srv.port, b.token, args.watches, args.streams, rv, ready),
+                        args=(srv.port, b.token, args.watches, args.streams, rv, ready, counts),
                     )
                     sp.start()
                     t0 = time.perf_counter()
@@ -579,14 +592,20 @@ def main() -> None:
                           f"in {time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
                     time.sleep(1)
                     assert sp.pid is not None
-                    c0 = proc_cpu(sp.pid)
+                    c0, got0, ended0 = proc_cpu(sp.pid), counts[0], counts[1]
+                    m0 = machine_ticks()
                     r = b.load(32)
+                    m1 = machine_ticks()
                     cpu = proc_cpu(sp.pid) - c0
+                    got, ended = counts[0] - got0, counts[1]
                     print(r.line(f"{label}: {args.watches} watches + {args.streams} streams"))
                     print(
                         f"  -> {label}: p50 {r.p50_ms / base.p50_ms:.1f}x the figure without "
                         f"them (target <= 2x); stream reader {100 * cpu / r.wall / cores:.0f}% "
-                        f"of {cores} cores",
+                        f"of {cores} cores, read {got / 1e6 / r.wall:,.0f} MB/s during the run; "
+                        f"{ended} of {args.watches + args.streams} streams ended by the server "
+                        f"({ended - ended0} during the run); machine busy "
+                        f"{100 * (m1[0] - m0[0]) / max(m1[1] - m0[1], 1):.0f}%",
                         flush=True,
                     )
                     sp.kill()

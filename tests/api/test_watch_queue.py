@@ -49,15 +49,15 @@ def test_take_after_skips_what_was_sent_and_shares_a_whole_hand_off() -> None:
         for q in (a, b):
             q.receive(first)
             q.receive(shared)
-        data, last = a.take_after(2)  # rv 1 and 2 went out with the snapshot
-        assert (data, last) == (b"x\n" * 3, 5)
-        assert a.size == 0 and a.take_after(last) == (b"", 5)
+        parts, last = a.take_after(2)  # rv 1 and 2 went out with the snapshot
+        assert (b"".join(parts), last) == (b"x\n" * 3, 5)
+        assert a.size == 0 and a.take_after(last) == ([], 5)
         b.take()  # b's first hand-off read: its second alone is the shared bytes themselves
         b.receive(shared)
-        data_b, last_b = b.take_after(3)
-        assert data_b is shared.data() and last_b == 5
+        parts_b, last_b = b.take_after(3)
+        assert len(parts_b) == 1 and parts_b[0] is shared.data() and last_b == 5
         b.receive(second)
-        assert b.take_after(5) == (b"", 5)  # nothing after what was sent: nothing again
+        assert b.take_after(5) == ([], 5)  # nothing after what was sent: nothing again
 
     asyncio.run(run())
 

@@ -2,22 +2,29 @@
 once per change, not on every pass (a full pass reads them all every second); a workload
 woken by a worker's event and unchanged on the hub is not decoded again; what is kept has no
 spec or managedFields, while a copy's body still gets the whole document; a workload gone is
-forgotten at the next full pass; and a full pass plans again only the workloads something
-of which changed since a plan that changed nothing."""
+forgotten at the next full pass; a full pass plans again only the workloads something
+of which changed since a plan that changed nothing, and a pass woken by events only those
+something of which changed since their last plan."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mkcluster import wait_for
 
 from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.engine import Engine
-from gpuaas.engine.multikueue import writes
+from gpuaas.engine.multikueue import remote, writes
 from gpuaas.engine.multikueue.controller import MultiKueueController
 from gpuaas.engine.multikueue.hub import HubReader
+from gpuaas.engine.multikueue.operations import CREATE_COPY
+from gpuaas.engine.multikueue.remote import RemoteClient, Target
+from gpuaas.engine.multikueue.workers import Worker
 from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD
 
@@ -97,16 +104,56 @@ def test_a_full_pass_plans_again_only_what_changed(
     c = MultiKueueController()
     c.engine = engine
     try:
-        c.sync_once(None)  # writes the check's Active, which the workloads' status follows
+        c.sync_once(None)  # each planned: its check's Pending message written
+        assert len(planned) == 2
+        # Its own update foretold (the message as written), nothing else changed: skipped.
         c.sync_once(None)
-        before = len(planned)
-        assert before >= 4  # each workload planned on each pass so far (each changed)
-        c.sync_once(None)
-        assert len(planned) == before  # the same inputs, last planned to do nothing: skipped
+        assert len(planned) == 2
         c.sync_once({"ns/a"})
-        assert len(planned) == before + 1  # an event's pass plans its workload all the same
+        assert len(planned) == 2  # an event's pass too, while nothing of it changed
+        assert writes.update_workload(engine, "ns/a", "mk", None, ("w1",), None, [])
+        c.sync_once({"ns/a"})
+        assert len(planned) == 3  # what it reads changed (its nomination): planned again
         assert writes.update_workload(engine, "ns/b", "mk", None, ("w1",), None, [])
         c.sync_once(None)
-        assert len(planned) == before + 2  # only the workload whose document changed
+        assert len(planned) == 4  # only b: a's last plan wrote what a shows now
     finally:
         c.close()
+
+
+def test_a_full_pass_skips_what_waits_on_a_worker_and_retries_a_failed_write(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workload whose copy is on its way is not planned again by each full pass (at 1,000
+    Jobs those plans were a third of all), until the create fails: then the next full pass
+    plans it again and sends the copy anew."""
+    _setup(engine, ["a"])
+    _create(engine, "MultiKueueConfig", {"metadata": {"name": "cfg"}, "spec": {"clusters": ["w1"]}})
+    monkeypatch.setattr(remote, "_READ", 0.5)  # the silent worker's answer: given up on then
+    silent = socket.socket()  # connects (the backlog), never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    planned: list[str] = []
+    real = plan_mk.reconcile
+    monkeypatch.setattr(plan_mk, "reconcile", lambda *a, **k: planned.append("a") or real(*a, **k))
+    c = MultiKueueController()
+    c.engine = engine
+    monkeypatch.setattr(c, "_load_workers", lambda _engine: None)  # no MultiKueueCluster here
+    w = Worker("w1", time.time, c._touch, "hub")
+    w.client = RemoteClient(Target(f"http://127.0.0.1:{silent.getsockname()[1]}", "", None))
+    w.active = True
+    c.workers["w1"] = w
+    try:
+        for _ in range(3):  # the check's Active, then the copy sent and the nomination written
+            c.sync_once(None)
+        assert c._in_flight.busy(CREATE_COPY, "w1", "ns/a")
+        before = len(planned)
+        c.sync_once(None)
+        assert len(planned) == before  # nothing changed: the copy is still on its way
+        wait_for("the create given up", lambda: not c._in_flight.busy(CREATE_COPY, "w1", "ns/a"))
+        c.sync_once(None)
+        assert len(planned) == before + 1  # it failed: planned again, and sent again
+        assert c._in_flight.busy(CREATE_COPY, "w1", "ns/a")
+    finally:
+        c.close()
+        silent.close()

@@ -28,13 +28,13 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api.auth import AuthError, Principal, authenticate
 from gpuaas.api.dashboard_rows import LiveRows
 from gpuaas.api.dashboard_view import SummaryParts, UsageHistory, build_summary
-from gpuaas.api.watch import paced
+from gpuaas.api.stream_writes import StreamResponse
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.telemetry_bridge import TelemetryBridge
 from gpuaas.engine.tokens import Tokens
@@ -255,8 +255,8 @@ class _Feeds:
         self._feeds: dict[Principal, _Feed] = {}
 
     def coalesce_s(self) -> float:
-        """How long a feed gathers changes before it rebuilds: every push is a send per stream
-        on the event loop, so many streams push less often."""
+        """How long a feed gathers changes before it rebuilds: every push is a turn per stream
+        on the event loop and a send per stream, so many streams push less often."""
         streams = sum(f.streams for f in self._feeds.values())
         return min(MAX_COALESCE_S, COALESCE_S + PER_STREAM_S * streams)
 
@@ -278,13 +278,12 @@ class _Feeds:
                 feed.task.cancel()
 
 
-async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes | memoryview]:
+async def _stream(feeds: _Feeds, principal: Principal) -> AsyncIterator[bytes]:
     feed = feeds.join(principal)
     try:
         yield b"retry: 1000\n\n"
         async for data in feed.updates():
-            async for piece in paced(data):
-                yield piece
+            yield data  # shared by the feed's streams; sliced only where uvicorn writes it
     finally:
         feeds.leave(feed)
 
@@ -317,7 +316,7 @@ def install(app: FastAPI) -> None:
     @router.get(f"{DASHBOARD}/stream", tags=["gpuaas"], operation_id="dashboard_stream")
     async def _live(request: Request) -> Response:
         p = await principal_of(request)
-        return StreamingResponse(
+        return StreamResponse(
             _stream(feeds, p),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

@@ -20,9 +20,12 @@ This module changes how bytes reach the socket, never which bytes: nothing here 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+CYCLE = "gpuaas.http.cycle"  # scope["extensions"]: a GET's cycle, weakly (``api.stream_writes``)
 
 
 class StepTransport:
@@ -83,3 +86,12 @@ class HttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         step: Any = StepTransport(transport, self.loop)
         super().connection_made(step)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        scope: Any = self.scope
+        if self.cycle is not None and self.cycle.scope is scope and scope["method"] == "GET":
+            # a stream's body may be written off the event loop (``api.stream_writes``); a weak
+            # reference, or every request would be a reference cycle left to the collector
+            extensions: dict[str, Any] = scope.setdefault("extensions", {})
+            extensions[CYCLE] = weakref.ref(self.cycle)

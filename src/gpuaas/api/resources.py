@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from gpuaas.api import (
@@ -28,6 +28,7 @@ from gpuaas.api.auth import Principal, authenticate, authorize, require_admin
 from gpuaas.api.body import int_param, parse_body, read_body
 from gpuaas.api.json_response import FastJSONResponse
 from gpuaas.api.status import KubeError, already_exists, conflict, invalid, not_found
+from gpuaas.api.stream_writes import StreamResponse
 from gpuaas.engine.engine import Engine
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound
 from gpuaas.engine.listed import collector_paused
@@ -174,7 +175,7 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
                     q.get("labelSelector", ""),
                 ),
             )
-            return StreamingResponse(gen, media_type="application/json")
+            return StreamResponse(gen, media_type="application/json")
 
         narrowed = bool(q.get("fieldSelector") or q.get("labelSelector") or visible_ns)
 

@@ -7,7 +7,8 @@ engine's watch hub (after commit), already encoded once for every stream of the 
 what was already sent are dropped by resourceVersion, so a change is never sent twice or out of
 order. Each stream's queue is bounded (``MAX_QUEUED``): a client that reads too slowly has its
 stream ended, as kube-apiserver ends a watcher that falls behind, and watches again from the
-last resourceVersion it saw.
+last resourceVersion it saw. Each stream yields its chunks as parts (the hand-offs' shared bytes),
+which ``api.stream_writes`` sends off the event loop without joining them per stream.
 
 As kube-apiserver: a resourceVersion older than the history the server replays (``history``
 changes back) gets one ERROR event holding a 410 Expired Status and the stream ends (clients then
@@ -67,7 +68,8 @@ def too_large(resource_version: int, current: int) -> bytes:
 
 
 async def paced(data: bytes) -> AsyncIterator[bytes | memoryview]:
-    """``data`` in slices of at most ``SLICE`` bytes (views, not copies).
+    """``data`` in slices of at most ``SLICE`` bytes (views, not copies), where uvicorn writes a
+    stream (TLS; ``api.stream_writes`` otherwise).
 
     The server waits for a lagging reader between two writes (its flow control), never within
     one: a stream that wrote a hand-off's megabytes at once had them all copied into its
@@ -133,10 +135,12 @@ class StreamQueue:
             for change, data in batch.lines:
                 yield change.rv, data
 
-    def take_after(self, last: int) -> tuple[bytes, int]:
+    def take_after(self, last: int) -> tuple[list[bytes], int]:
         """The bytes of every waiting line after resourceVersion ``last`` (lines of a hand-off
-        are in resourceVersion order) and the new last one; the queue is empty after. A
-        hand-off wholly after ``last`` is sent as the bytes it shares with the other streams."""
+        are in resourceVersion order), as parts to send in order, and the new last one; the
+        queue is empty after. A hand-off wholly after ``last`` is one part: the bytes it shares
+        with the other streams (never copied per stream: ``api.stream_writes`` sends the parts
+        as they are)."""
         batches, self.batches, self.size = self.batches, deque(), 0
         parts: list[bytes] = []
         for batch in batches:
@@ -151,7 +155,7 @@ class StreamQueue:
                 if change.rv > last:  # else already sent (the snapshot or the replay had it)
                     parts.append(data)
                     last = change.rv
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), last
+        return parts, last
 
 
 class _Inbox:
@@ -204,8 +208,9 @@ async def stream(
     history: int | None = None,
     encoding_key: Hashable | None = None,
     filter_key: Hashable | None = None,
-) -> AsyncIterator[bytes | memoryview]:
-    """``history``: how many changes back a resourceVersion may start (None: all of them).
+) -> AsyncIterator[bytes | list[bytes]]:
+    """Each yield is one chunk: bytes, or parts sent in order (``stream_writes.StreamResponse``).
+    ``history``: how many changes back a resourceVersion may start (None: all of them).
     ``encoding_key``: equal for streams whose ``shape`` renders alike (API version, format), so
     that each change is encoded once for all of them; None: this stream's own. ``filter_key``:
     equal for streams whose ``match`` is the same (tenant, namespaces, selectors), so that each
@@ -248,10 +253,19 @@ async def stream(
         return _event("BOOKMARK", {"kind": kind.kind, "apiVersion": api_version, "metadata": meta})
 
     try:
+        chunk: list[bytes] = []  # the snapshot or replay in chunks of about SLICE bytes
+        size = 0
         for change in initial:
-            yield _line(change, shape)
+            line = _line(change, shape)
+            chunk.append(line)
+            size += len(line)
+            if size >= SLICE:
+                yield chunk
+                chunk, size = [], 0
         if bookmarks:
-            yield bookmark()
+            chunk.append(bookmark())
+        if chunk:
+            yield chunk
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             if pending.dropped:
@@ -269,8 +283,8 @@ async def stream(
                         return
                     yield bookmark()
                 continue
-            data, last = pending.take_after(last)
-            async for piece in paced(data):
-                yield piece
+            parts, last = pending.take_after(last)
+            if parts:
+                yield parts
     finally:
         sub.close()

@@ -36,8 +36,9 @@ from gpuaas.store import Change
 log = logging.getLogger(__name__)
 
 MAX_INTERVAL_S = 0.5  # the most a change waits for the watchers' next hand-off
-# Every hand-off wakes every watcher's stream (a send each, on the API's event loop), so the
-# interval grows with the watchers: 10 -> 5 ms, 100 -> 50 ms, 1,000 -> 0.5 s; writers first.
+# Every hand-off wakes every watcher's stream (a turn each on the API's event loop, and a send
+# each by the API's stream writer), so the interval grows with the watchers: 10 -> 5 ms,
+# 100 -> 50 ms, 1,000 -> 0.5 s; writers first.
 PER_SUBSCRIBER_S = 0.0005
 
 

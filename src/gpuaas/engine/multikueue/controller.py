@@ -17,12 +17,14 @@ the hub, every change a worker's watch sees and every answered write mark their 
 the thread, whose next pass plans those workloads only (as Kueue reconciles each workload on its
 own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
 timeouts, Incremental rounds, the re-read of running Jobs) runs at least every ``idle_interval``
-and whenever a worker's connection changes. What it decides is Kueue's; how it
+and whenever a worker's connection changes. Either plans a workload only when something it is
+planned from changed since its last plan, or a remote write for it failed (``memo``). What it decides is Kueue's; how it
 reaches a worker is ``remote``'s.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -34,6 +36,11 @@ from typing import TYPE_CHECKING, Any
 from gpuaas.core import multikueue as plan_mk
 from gpuaas.engine.multikueue import clusters, writes
 from gpuaas.engine.multikueue.hub import Hub, HubReader
+from gpuaas.engine.multikueue.memo import PlanMemo
+from gpuaas.engine.multikueue.memo import condition as _cond
+from gpuaas.engine.multikueue.memo import is_true as _true
+from gpuaas.engine.multikueue.memo import leads_nowhere as _leads_nowhere
+from gpuaas.engine.multikueue.memo import owner_ref as _owner
 from gpuaas.engine.multikueue.operations import (
     CREATE_COPY,
     CREATE_JOB,
@@ -80,38 +87,6 @@ class MultiKueueOptions:
     idle_interval: float = 1.0  # seconds between passes with no event (timeouts, rounds)
 
 
-def _cond(doc: JsonDoc | None, type_: str) -> JsonDoc | None:
-    for c in ((doc or {}).get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c
-    return None
-
-
-def _true(doc: JsonDoc | None, type_: str) -> bool:
-    c = _cond(doc, type_)
-    return c is not None and c.get("status") == "True"
-
-
-def _key(doc: JsonDoc) -> str:
-    meta = doc.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def _owner(doc: JsonDoc) -> JsonDoc:
-    """A workload's first owner reference (its Job), or an empty one."""
-    refs = (doc.get("metadata") or {}).get("ownerReferences") or [{}]
-    return refs[0] if isinstance(refs[0], dict) else {}
-
-
-def _pending_only(u: writes.WorkloadUpdate) -> bool:
-    """An update that only nominates workers or says why the check is still Pending."""
-    return (
-        u.finish is None
-        and u.cluster_name is None
-        and (u.state is None or u.state[0] == plan_mk.PENDING)
-    )
-
-
 def _job_kind(doc: JsonDoc) -> Kind | None:
     """The kind of the Job (or RayCluster, ...) that owns a workload; None for a bare one,
     whose copy is all that runs."""
@@ -119,12 +94,19 @@ def _job_kind(doc: JsonDoc) -> Kind | None:
     return kind if kind is not None and kind.job else None
 
 
+@functools.lru_cache(maxsize=4096)
+def _since(text: str) -> float:
+    """A condition's lastTransitionTime in seconds (0 when unreadable). Remembered: copies
+    admitted in the same second share it, and ``strptime`` was a tenth of the hub's planning."""
+    return parse_rfc3339(text) or 0.0
+
+
 def remote_copy(doc: JsonDoc, has_job: bool) -> plan_mk.RemoteCopy:
     """What ``reconcile`` needs of a worker's Workload."""
     admitted = _cond(doc, "Admitted")
     admitted_at = None
     if admitted is not None and admitted.get("status") == "True":
-        admitted_at = parse_rfc3339(str(admitted.get("lastTransitionTime", ""))) or 0.0
+        admitted_at = _since(str(admitted.get("lastTransitionTime", "")))
     finished = None
     fin = _cond(doc, "Finished")
     if fin is not None and fin.get("status") == "True":
@@ -153,7 +135,10 @@ class MultiKueueController:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
         self._refreshing: set[str] = set()  # workers whose Jobs are being re-read
-        self._in_flight = InFlight(self._pool, self.workers, self._touch)
+        # What each workload's last plan was made of: a pass plans it again only once
+        # something of that changed, or a remote write for it failed (``memo``).
+        self._memo = PlanMemo()
+        self._in_flight = InFlight(self._pool, self.workers, self._touch, self._memo.failed)
         # What changed since the last pass: workload keys, or everything (a full pass).
         self._dirty: set[str] = set()
         self._full = True
@@ -172,9 +157,6 @@ class MultiKueueController:
         # and the commit of the last pass's updates, not waited for at its end (see _flush).
         self._queued: list[Operation] = []
         self._unsaved: Ack | None = None
-        # workload -> what its last plan was made of, when that plan changed nothing: a full
-        # pass skips it while all of it is the same objects (see _inputs).
-        self._quiet: dict[str, tuple[Any, ...]] = {}
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -234,6 +216,7 @@ class MultiKueueController:
         self._saved(engine, wait=False)
         if full:
             self._full_at = time.monotonic()
+            self._memo.retry_failed()
             self._load_workers(engine)
         hub = self._hub.read(engine, keys)
         views = {name: w.snapshot(keys) for name, w in self.workers.items()}
@@ -294,6 +277,7 @@ class MultiKueueController:
         results: list[tuple[str, plan_mk.Plan, JsonDoc]] = []
         sends: list[tuple[Kind, str, WorkerView]] = []  # Jobs to send to their worker
         copies: list[tuple[str, WorkerView]] = []  # Workload copies to create
+        on_way: set[str] = set()  # workloads whose Job an earlier pass sent, not answered yet
         connected = {n: w for n, w in views.items() if w.client is not None and w.active}
         unavailable = [n for n, w in views.items() if not w.active]
         if full:  # copies on workers whose manager workload no longer needs them: garbage
@@ -310,8 +294,10 @@ class MultiKueueController:
             check = hub.check_of[key]
             clusters = hub.clusters_of.get(check, [])
             if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
-                inputs[key] = self._inputs(key, doc, clusters, views)
-                if full and self._quiet.get(key) == inputs[key]:
+                inputs[key] = self._memo.inputs(
+                    key, doc, check, clusters, views, self._remote_copy, self._placing.get(key)
+                )
+                if self._memo.unchanged(key, inputs[key]):
                     continue
             status = doc.get("status") or {}
             state: JsonDoc = next(
@@ -356,17 +342,32 @@ class MultiKueueController:
                 local, remotes, unavailable, nomination, lost_for,
                 self.options.worker_lost_timeout,
             )  # fmt: skip
+            # The copies of workers not chosen, once a worker was: their removal's answer
+            # wakes nothing (the workload's next plan would find nothing to do). A removal
+            # for a workload finished or without quota, or off the nomination, wakes it: a
+            # workload that reserves quota again plans its new copies once the old are gone.
+            losers = (
+                local.holds_quota
+                and not local.finished
+                and not (p.check is not None and p.check[0] == plan_mk.PENDING)
+            )
             for n in p.delete_on:
-                self._remove(connected[n], key)
-            copies.extend((key, connected[n]) for n in p.create_on)
+                self._remove(connected[n], key, wake=not losers)
+            busy = self._in_flight.busy
+            copies.extend((key, connected[n]) for n in p.create_on if not busy(CREATE_COPY, n, key))
             if p.create_job_on is not None and (job_kind := _job_kind(doc)) is not None:
-                sends.append((job_kind, key, connected[p.create_job_on]))
+                if busy(CREATE_JOB, p.create_job_on, key):
+                    on_way.add(key)  # sent by an earlier pass: Ready still waits for it
+                else:
+                    sends.append((job_kind, key, connected[p.create_job_on]))
             results.append((key, p, doc))
+            if key in inputs:
+                self._memo.planned(key, inputs[key])
         bodies = HubReader.full_docs(engine, {key for key, _ in copies})
         for key, w in copies:
             if key in bodies:
                 self._submit(CREATE_COPY, w, key, workload_copy(bodies[key], self.options.origin))
-        sent = self._send_jobs(engine, sends)
+        sent = self._send_jobs(engine, sends) | on_way
         self._flush(engine)
         # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
         finishing = [
@@ -386,46 +387,27 @@ class MultiKueueController:
                 updates.append(u)
             if mirror is not None:
                 mirrors.append(mirror)
-            quiet = not (p.delete_on or p.create_on or p.create_job_on or p.finish or u or mirror)
-            if quiet and p.wait_lost is None and key in inputs:
-                self._quiet[key] = inputs[key]
-            else:
-                self._quiet.pop(key, None)
+            if p.wait_lost is not None:  # the clock moves it: never skipped
+                self._memo.forget(key)
         try:
             done, ack = writes.apply_workloads(engine, updates, mirrors)
         except Exception:  # not stored: the next pass mirrors these statuses again
             self._mirrored.clear()
-            self._quiet.clear()
+            self._memo.clear()
             raise
         applied = set(done)
+        self._memo.applied(updates, applied)  # its own update not planned again for
         if ack is not None:  # commits are stored in order: waiting for the last waits for all
             self._unsaved = ack
-        # The next pass plans again what these writes may lead to; a nomination and a Pending
-        # message lead to nothing of their own (the workers' answers and watches go on).
-        return [u.key for u in updates if u.key not in applied or not _pending_only(u)]
-
-    def _inputs(
-        self, key: str, doc: JsonDoc, clusters: list[str], views: dict[str, WorkerView]
-    ) -> tuple[Any, ...]:
-        """All a workload's plan is made of, bar the clock: its hub document (``hub`` keeps
-        one object per change), its workers' config, each worker's state and its copy and Job
-        there (the watches and answered writes replace these objects, never edit them), and
-        the worker its Job went to. The same objects plan the same: a workload whose last plan
-        changed nothing is not planned again until one of them is replaced, so a full pass
-        costs what changed, not every workload (a plan waiting for a lost worker, which the
-        clock moves, is never skipped)."""
-        workers = tuple(
-            (n, w.client is not None, w.active, w.lost_since, w.copies.get(key), w.jobs.get(key))
-            for n, w in views.items()
-        )
-        return doc, tuple(clusters), workers, self._placing.get(key)
+        # The next pass plans again what these writes may lead to; a nomination, a Pending
+        # message and the chosen worker lead to nothing of their own (_leads_nowhere).
+        return [u.key for u in updates if u.key not in applied or not _leads_nowhere(u)]
 
     def _forget(self, hub: Hub, views: dict[str, WorkerView]) -> None:
         """A full pass drops what the controller remembers of workloads and copies gone."""
         for key in set(self._placing) - set(hub.workloads):
             del self._placing[key]
-        for key in set(self._quiet) - set(hub.workloads):
-            del self._quiet[key]
+        self._memo.keep_only(set(hub.workloads))
         owners = {_owner(doc).get("uid") for doc in hub.workloads.values()}
         for uid in set(self._mirrored) - owners:
             del self._mirrored[uid]
@@ -476,9 +458,11 @@ class MultiKueueController:
         if w.client is not None:
             self._queued.append(Operation(verb, w.name, key, w.client, base, plural, body))
 
-    def _remove(self, w: WorkerView, key: str) -> None:
-        if w.client is not None:  # the Job as last seen; one made since fails the delete: retried
-            self._queued.append(Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs))
+    def _remove(self, w: WorkerView, key: str, wake: bool = True) -> None:
+        if w.client is not None and not self._in_flight.busy(REMOVE, w.name, key):
+            # the Job as last seen; one made since fails the delete: retried
+            op = Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs, wake=wake)
+            self._queued.append(op)
 
     def _flush(self, engine: Engine) -> None:
         """Start the remote writes this pass planned, once the last pass's updates are stored.
@@ -505,7 +489,7 @@ class MultiKueueController:
             writes.saved(engine, ack)
         except Exception:
             self._mirrored.clear()
-            self._quiet.clear()
+            self._memo.clear()
             raise
 
     def _send_jobs(self, engine: Engine, sends: list[tuple[Kind, str, WorkerView]]) -> set[str]:
@@ -538,7 +522,8 @@ class MultiKueueController:
             update = writes.WorkloadUpdate(
                 key, check, finish=(p.finish[0], p.finish[2]), events=tuple(p.events)
             )
-            return update, self._mirror_job(key, doc, connected)
+            chosen = (doc.get("status") or {}).get("clusterName")
+            return update, self._mirror_job(key, doc, connected, chosen)
         if job_missing and p.check is not None and p.check[0] == plan_mk.READY:
             return None, None  # its Job is on its way to the worker: Ready waits for it
         status = doc.get("status") or {}
@@ -552,8 +537,9 @@ class MultiKueueController:
         if p.check is not None and p.check[0] == plan_mk.RETRY:
             self._rounds.pop(key, None)
         mirror = None
-        if status.get("clusterName") is not None:
-            mirror = self._mirror_job(key, doc, connected)
+        chosen = status.get("clusterName") or p.cluster_name  # its Job's status goes with it
+        if chosen is not None:
+            mirror = self._mirror_job(key, doc, connected, chosen)
         if same_check and same_nomination and p.cluster_name is None and not p.events:
             return None, mirror
         update = writes.WorkloadUpdate(
@@ -562,11 +548,11 @@ class MultiKueueController:
         return update, mirror
 
     def _mirror_job(
-        self, key: str, doc: JsonDoc, connected: dict[str, WorkerView]
+        self, key: str, doc: JsonDoc, connected: dict[str, WorkerView], cluster: str | None
     ) -> writes.StatusWrite | None:
-        """Kueue's SyncJob for a batch Job: the worker's Job status, to copy to the manager's
-        (None when there is none, or it is the status mirrored last time)."""
-        chosen = connected.get(str((doc.get("status") or {}).get("clusterName") or ""))
+        """Kueue's SyncJob for a batch Job: the status of its Job on worker ``cluster``, to copy
+        to the manager's (None when there is none, or it is the status mirrored last time)."""
+        chosen = connected.get(cluster or "")
         remote = chosen.jobs.get(key) if chosen is not None else None
         owner = _owner(doc)
         kind = BY_KIND.get(str(owner.get("kind", "")))

@@ -68,30 +68,55 @@ class HubReader:
     def __init__(self) -> None:
         self._docs: dict[str, tuple[int, JsonDoc]] = {}  # ns/name -> (resourceVersion, slim doc)
         self.decoded = 0  # workloads decoded so far (what the cache saves is seen in tests)
+        # The MultiKueue checks and their workers, with the (name, resourceVersion) of every
+        # AdmissionCheck and MultiKueueConfig they were read from: read again only when one
+        # of those records changed (each pass read and decoded them all, under the lock
+        # twice more: a pass's largest fixed cost after its commit).
+        self._checks: tuple[tuple[Any, ...], dict[str, list[str]]] = ((), {})
+        self.checks_read = 0  # times the checks were read (seen in tests)
 
     def read(self, engine: Engine, keys: set[str] | None) -> Hub:
         """The MultiKueue checks and the workloads they apply to: all (``keys`` None: a full
         pass, which also forgets workloads gone), or those of ``keys`` (one gone since is
         left to the next full pass)."""
         hub = Hub()
-        acs, _ = engine.list_objects(AC_KIND)
-        for ac in acs:
-            if (ac.get("spec") or {}).get("controllerName") == mk.CONTROLLER_NAME:
-                _, clusters = config_clusters(engine, ac)
-                hub.clusters_of[str(ac["metadata"]["name"])] = clusters
+        versions, recs = self._records(engine, keys)
+        if versions != self._checks[0]:
+            self._checks = versions, self._read_checks(engine)
+        hub.clusters_of = self._checks[1]
         if not hub.clusters_of:
             return hub
-        for key, doc in self._workloads(engine, keys):
+        for key, doc in self._workloads(recs, keys is None):
             for entry in (doc.get("status") or {}).get("admissionChecks") or []:
                 if entry.get("name") in hub.clusters_of:
                     hub.workloads[key] = doc
                     hub.check_of[key] = str(entry["name"])
         return hub
 
-    def _workloads(self, engine: Engine, keys: set[str] | None) -> Iterable[tuple[str, JsonDoc]]:
-        # (1) the records, under the lock; (2) decode those changed since, outside it.
+    def _read_checks(self, engine: Engine) -> dict[str, list[str]]:
+        """Each MultiKueue AdmissionCheck's workers (read and decoded)."""
+        self.checks_read += 1
+        clusters_of: dict[str, list[str]] = {}
+        acs, _ = engine.list_objects(AC_KIND)
+        for ac in acs:
+            if (ac.get("spec") or {}).get("controllerName") == mk.CONTROLLER_NAME:
+                _, clusters = config_clusters(engine, ac)
+                clusters_of[str(ac["metadata"]["name"])] = clusters
+        return clusters_of
+
+    @staticmethod
+    def _records(
+        engine: Engine, keys: set[str] | None
+    ) -> tuple[tuple[Any, ...], list[tuple[str, ObjectRecord]]]:
+        """Under one hold of the lock: the versions of the checks and configs, and the
+        workloads' records (all, or those of ``keys``)."""
         recs: list[tuple[str, ObjectRecord]] = []
         with engine._lock:
+            versions = tuple(
+                (gk, k.name, rec.rv)
+                for gk in (AC_KIND.gk, MULTIKUEUE_CONFIG.gk)
+                for k, rec in engine.objects.of_kind(gk).items()
+            )
             if keys is None:
                 for k, rec in engine.objects.of_kind(WORKLOAD.gk).items():
                     recs.append((f"{k.namespace}/{k.name}", rec))
@@ -101,7 +126,13 @@ class HubReader:
                     found = engine.objects.get(engine.key_of(WORKLOAD, ns, name))
                     if found is not None:
                         recs.append((key, found))
-        if keys is None:
+        return versions, recs
+
+    def _workloads(
+        self, recs: list[tuple[str, ObjectRecord]], full: bool
+    ) -> Iterable[tuple[str, JsonDoc]]:
+        """Each record's slim document, decoded only when it changed since (outside the lock)."""
+        if full:
             present = {key for key, _ in recs}
             for gone in [k for k in self._docs if k not in present]:
                 del self._docs[gone]

@@ -9,8 +9,8 @@ worker answers, what it did is assumed in that worker's watched cache at once (a
 assumes an admission before the API server confirms it) and the controller is woken: its next
 pass sees the Job or the removal without waiting for the watch event, which later confirms it
 (a created copy wakes nothing: what a pass waits for is its admission, which the watch sends). A
-failed write is only logged: the next pass (at the latest after ``idle_interval``) plans it
-again from what the workers show.
+failed write is logged and its workload marked (``failed``): the next full pass (at the latest
+after ``idle_interval``) plans it again from what the workers show.
 
 It owns the bodies of the copies (Kueue's ``cloneForCreate`` and the Job adapter's) and the
 in-flight set; it decides nothing.
@@ -77,6 +77,7 @@ class Operation:
     plural: str = "workloads"
     body: JsonDoc | None = None
     with_job: bool = False  # REMOVE: the worker has the Job too (deleted first: it owns the copy)
+    wake: bool = True  # wake the controller for this workload once answered
 
     def run(self) -> None:
         ns, _, name = self.key.partition("/")
@@ -97,10 +98,12 @@ class InFlight:
         pool: ThreadPoolExecutor,
         workers: dict[str, Worker],
         wake: Callable[[str], None],
+        failed: Callable[[str], None] | None = None,
     ) -> None:
         self._pool = pool
         self._workers = workers
         self._wake = wake
+        self._failed = failed  # told the workload of a write that failed
         self._lock = threading.Lock()
         self._busy: set[tuple[str, str, str]] = set()
 
@@ -133,8 +136,12 @@ class InFlight:
                 worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
             with self._lock:
                 self._busy.discard((op.verb, op.worker, op.key))
-        if ok and op.verb != CREATE_COPY:  # a copy's news is its admission, which its watch sends
+        # A copy's news is its admission, which its watch sends; a loser's removal leads
+        # nowhere (the plan that asked for it had chosen the worker: Operation.wake).
+        if ok and op.verb != CREATE_COPY and op.wake:
             self._wake(op.key)
+        elif not ok and self._failed is not None:
+            self._failed(op.key)
 
 
 __all__ = [
