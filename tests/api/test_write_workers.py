@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -88,3 +89,38 @@ def test_a_failed_call_is_every_item_s_answer() -> None:
         assert [type(g) for g in got] == [RuntimeError] * 3 + [KeyError] * 2
 
     asyncio.run(main())
+
+
+def test_in_flight_counts_the_calls_handed_over_and_not_yet_returned() -> None:
+    # What the group commit reads to know whether another writer is about to submit.
+    parties = 3
+    barrier = threading.Barrier(parties + 1, timeout=20)
+    seen: list[int] = []
+
+    def call() -> None:
+        barrier.wait()  # every call is running: the test thread reads the count meanwhile
+        barrier.wait()
+
+    async def settled() -> int:  # a worker counts its call done a moment after its answer
+        deadline = time.monotonic() + 30
+        while write_workers.in_flight() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        return write_workers.in_flight()
+
+    async def main() -> None:
+        before = await settled()  # earlier tests' calls
+        calls = asyncio.gather(*(write_workers.offload(call) for _ in range(parties)))
+
+        def look() -> None:
+            barrier.wait()
+            seen.append(write_workers.in_flight() - before)
+            barrier.wait()
+
+        looker = threading.Thread(target=look)
+        looker.start()
+        await calls
+        looker.join()
+        seen.append(await settled() - before)
+
+    asyncio.run(main())
+    assert seen == [parties, 0]

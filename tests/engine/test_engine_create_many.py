@@ -154,9 +154,11 @@ def _submits(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[list[Write
     seen: list[list[Write]] = []
     submit = engine.committer.submit
 
-    def spy(writes: Sequence[Write], after: Callable[[], None] | None = None) -> Ack:
+    def spy(
+        writes: Sequence[Write], after: Callable[[], None] | None = None, *, waiting: bool = True
+    ) -> Ack:
         seen.append(list(writes))
-        return submit(writes, after)
+        return submit(writes, after, waiting=waiting)
 
     monkeypatch.setattr(engine.committer, "submit", spy)
     return seen

@@ -48,7 +48,7 @@ def test_a_pass_applies_its_updates_without_waiting_for_the_store(
     job = {"metadata": {"name": "j"}, "spec": {"template": {"spec": {"containers": containers}}}}
     engine.create(JOB, "ns", job)
     held = Ack()  # the store's answer, given by the test
-    monkeypatch.setattr(engine.committer, "submit", lambda writes, after=None: held)
+    monkeypatch.setattr(engine.committer, "submit", lambda writes, after=None, **kw: held)
     mirrored = writes.StatusWrite(JOB, "ns", "j", {"active": 1})
     applied, ack = writes.apply_workloads(engine, [], [mirrored])  # returns: nothing waited for
     assert applied == [] and ack is held and not held.done()

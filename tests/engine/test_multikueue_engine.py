@@ -150,7 +150,9 @@ def test_a_pass_writes_its_updates_and_mirrored_statuses_in_one_commit(
     commits: list[int] = []
     submit = engine.committer.submit
     monkeypatch.setattr(
-        engine.committer, "submit", lambda w, after=None: commits.append(len(w)) or submit(w, after)
+        engine.committer,
+        "submit",
+        lambda w, after=None, **kw: commits.append(len(w)) or submit(w, after, **kw),
     )
     job = BY_KIND["Job"]
     mirrored = {"active": 1, "startTime": "2026-01-01T00:00:00Z"}

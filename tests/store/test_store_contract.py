@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -160,6 +161,45 @@ def test_group_commit_batches_concurrent_writers(store: Store) -> None:
     assert sorted(published) == sorted(int(o.key.name[1:]) for o in store.load().objects)
     assert gc.items == 400
     assert gc.batches < 400  # several writers shared a transaction
+
+
+def test_group_commit_writes_nobody_waits_for_join_the_next_waited_ones(store: Store) -> None:
+    gc = GroupCommitter(store, linger=600.0)  # only a waited write (or close) ends the lingering
+    try:
+        behind = gc.submit([PutObject(_obj("status", 1))], waiting=False)
+        time.sleep(0.05)  # the writer thread has taken it and lingers: nothing is committed
+        gc.submit([PutObject(_obj("create", 2))]).result(timeout=30)  # not held up by the linger
+        assert behind.done()
+        assert (gc.batches, gc.items) == (1, 2)  # one transaction, one fsync for both
+        assert sorted(o.key.name for o in store.load().objects) == ["create", "status"]
+    finally:
+        gc.close()
+
+
+def test_group_commit_lingers_only_for_writes_nobody_waits_for(store: Store) -> None:
+    gc = GroupCommitter(store, linger=600.0)
+    gc.submit([PutObject(_obj("waited", 1))]).result(timeout=30)  # committed at once
+    behind = gc.submit([PutObject(_obj("behind", 2))], waiting=False)
+    gc.close()  # ends the lingering: what lingers is committed, not dropped
+    behind.result(timeout=30)
+    assert gc.batches == 2
+    assert sorted(o.key.name for o in store.load().objects) == ["behind", "waited"]
+
+
+def test_group_commit_waits_for_the_writers_at_work_and_no_longer(store: Store) -> None:
+    gc = GroupCommitter(store, linger=600.0)
+    try:
+        gc.siblings = lambda: 1  # a lone writer: its write is committed at once
+        gc.submit([PutObject(_obj("alone", 1))]).result(timeout=30)
+        gc.siblings = lambda: 2  # two writers at work: the first write waits for the second's
+        first = gc.submit([PutObject(_obj("first", 2))])
+        time.sleep(0.05)
+        assert not first.done()
+        gc.submit([PutObject(_obj("second", 3))]).result(timeout=30)
+        assert first.done()
+        assert (gc.batches, gc.items) == (2, 3)
+    finally:
+        gc.close()
 
 
 def test_group_commit_runs_its_hook_once_a_batch_is_stored(store: Store) -> None:

@@ -3,6 +3,8 @@ close writes what is queued, on SQLite as on the in-memory store."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,29 @@ def test_a_ledger_over_it_charges_as_over_the_store_itself(tmp_path: Path) -> No
             ledger.release(f"t/w{i}", float(i + 10))
     a, b = (ledger.intervals() for ledger in ledgers)
     assert a == b
+
+
+class _Counting(MemoryUsageStore):
+    """An in-memory store that records the size of each write it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def put_many(self, intervals: Sequence[UsageInterval]) -> None:
+        self.writes.append(len(intervals))
+        super().put_many(intervals)
+
+
+def test_puts_gather_into_one_write_and_a_read_does_not_wait_for_the_gathering() -> None:
+    inner = _Counting()
+    store = WriteBehindUsageStore(inner, gather=600.0)  # never over unless a read ends it
+    try:
+        store.put(interval(0))
+        time.sleep(0.05)  # the writer wakes for the first put: it waits for more, writes none
+        for i in range(1, 50):
+            store.put(interval(i))
+        assert len(store.open_intervals()) == 50  # the read's flush ends the gathering at once
+        assert inner.writes == [50]
+    finally:
+        store.close()

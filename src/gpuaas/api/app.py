@@ -33,6 +33,7 @@ from gpuaas.api import (
     resources,
     visibility,
     workbench_proxy,
+    write_workers,
 )
 from gpuaas.api.auth import AuthError
 from gpuaas.api.body import DEFAULT_MAX_BODY, BodyError
@@ -77,6 +78,8 @@ def create_app(
         **_NO_TELEMETRY,
     )
     app.state.engine = engine
+    # Commits linger for writes still being prepared on the write workers (store.groupcommit).
+    engine.committer.siblings = write_workers.in_flight
     app.state.tokens = tokens
     app.state.max_body = max_body
     app.state.node = node  # this server's node inventory (the dashboard matches flavors to it)

@@ -17,6 +17,10 @@ all (``Engine.create_many``), made on one worker, whose answers come back in one
 server's GIL time in the hand-offs between the loop and one thread per create (waking a worker,
 its wait for the commit, its wake-up, its call back to the loop).
 
+``in_flight`` counts the calls handed over and not yet returned: the group commit lingers for
+the writes of the others while more are in flight than its batch holds writes somebody waits
+for (``store.groupcommit``); a lone client's write never waits for company that cannot come.
+
 Nothing here knows what the calls do; a cancelled await does not stop a call already begun
 (as with ``run_in_executor``).
 """
@@ -41,6 +45,7 @@ _calls: SimpleQueue[Callable[[], None]] = SimpleQueue()
 _lock = threading.Lock()
 _idle = 0  # workers waiting for a call that no queued call has claimed yet (under _lock)
 _started = 0
+_in_flight = 0  # calls queued or running (under _lock)
 _steps: dict[asyncio.AbstractEventLoop, _Step] = {}  # only the loop's own thread touches its entry
 
 
@@ -77,10 +82,18 @@ def _flush(loop: asyncio.AbstractEventLoop) -> None:
         _ensure_worker()
 
 
+def in_flight() -> int:
+    """How many calls are queued or running now (a call counts until its worker is free again,
+    a moment after its answer was handed back)."""
+    return _in_flight
+
+
 def _ensure_worker() -> None:
-    """Start a worker when none is idle, up to ``MAX_WORKERS`` (then a call waits its turn)."""
-    global _idle, _started
+    """Count a call just queued; start a worker when none is idle, up to ``MAX_WORKERS`` (then
+    a call waits its turn)."""
+    global _idle, _started, _in_flight
     with _lock:
+        _in_flight += 1
         if _idle > 0:  # that worker takes this call (as ThreadPoolExecutor's idle semaphore)
             _idle -= 1
             return
@@ -92,11 +105,12 @@ def _ensure_worker() -> None:
 
 
 def _work() -> None:
-    global _idle
+    global _idle, _in_flight
     while True:
         _calls.get()()  # its locals go with it: nothing is held while idle
         with _lock:
             _idle += 1
+            _in_flight -= 1
 
 
 def _run(

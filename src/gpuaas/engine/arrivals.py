@@ -115,7 +115,7 @@ class Arrivals:
 
         def _collect_events(self, events: list[Event], batch: _Batch) -> None: ...
 
-        def _commit(self, batch: _Batch) -> Ack: ...
+        def _commit(self, batch: _Batch, waiting: bool = True) -> Ack: ...
 
         def _new_batch(self) -> _Batch: ...
 
@@ -202,8 +202,8 @@ class Arrivals:
         finally:  # what was decided is persisted even when a later arrival failed
             self._collect_statuses(batch)
             self._collect_events(events, batch)
-            if batch.writes:
-                self._commit(batch)
+            if batch.writes:  # nobody waits for them: they may share a later write's commit
+                self._commit(batch, waiting=False)
 
     def start_scheduler(self) -> None:
         """From now on Workload creates are acknowledged once stored and scheduled by a thread

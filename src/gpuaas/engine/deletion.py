@@ -44,7 +44,7 @@ class Deletion:
         def _new_batch() -> _Batch: ...
         def _commit(self, batch: _Batch) -> Ack: ...
         def _wait(self, fut: Ack) -> None: ...
-        def _remove(self, batch: _Batch, key: ObjectKey) -> None: ...
+        def _remove(self, batch: _Batch, key: ObjectKey, doc: JsonDoc | None = None) -> None: ...
         def _mark_deleted(
             self, kind: Kind, old: ObjectRecord, now: float, batch: _Batch
         ) -> tuple[JsonDoc, Ack]: ...
@@ -77,7 +77,7 @@ class Deletion:
                 if kind is NAMESPACE:
                     for k in [k for k in self.objects if k.namespace == name]:
                         self._delete_one(batch, k, now)
-                self._delete_one(batch, key, now)
+                self._delete_one(batch, key, now, shown)  # not decoded again for its change
                 self._settle(now, batch)
                 fut = self._commit(batch)
         self._wait(fut)
@@ -85,11 +85,14 @@ class Deletion:
             current = self.objects.get(key)
             return current.doc if current is not None else shown
 
-    def _delete_one(self, batch: _Batch, key: ObjectKey, now: float) -> None:
+    def _delete_one(
+        self, batch: _Batch, key: ObjectKey, now: float, doc: JsonDoc | None = None
+    ) -> None:
+        """``doc``: the object's document, when the caller has it decoded (and leaves it be)."""
         kind = self._kind_of(key)
         if kind is None or key not in self.objects:
             return
-        self._remove(batch, key)
+        self._remove(batch, key, doc)
         ns = key.namespace or None
         if kind.job:
             wl_key = ObjectKey(WORKLOAD.gk, key.namespace, key.name)

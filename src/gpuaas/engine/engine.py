@@ -157,20 +157,20 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         batch.writes += [PutObject(rec, doc), AppendChange(change)]
         batch.changes.append(change)
 
-    def _remove(self, batch: _Batch, key: ObjectKey) -> None:
-        rec = self.objects.pop(key, None)
+    def _remove(self, batch: _Batch, key: ObjectKey, doc: JsonDoc | None = None) -> None:
+        rec = self.objects.pop(key, None)  # doc: rec.doc, when the caller decoded it already
         self.terminating.discard(key)
         if rec is None:
             return
         rv = self._next_rv()
-        doc = documents.with_rv(rec.doc, rv)
+        doc = documents.with_rv(rec.doc if doc is None else doc, rv)
         change = Change(rv, "DELETED", key, doc)
         batch.writes += [DeleteObject(key), AppendChange(change)]
         batch.changes.append(change)
 
-    def _commit(self, batch: _Batch) -> Ack:
-        changes = batch.changes
-        return self.committer.submit(batch.writes, after=lambda: self.hub.publish(changes))
+    def _commit(self, batch: _Batch, waiting: bool = True) -> Ack:
+        after = lambda c=batch.changes: self.hub.publish(c)  # noqa: E731
+        return self.committer.submit(batch.writes, after, waiting=waiting)  # store.groupcommit
 
     def _wait(self, fut: Ack) -> None:
         try:
@@ -288,7 +288,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 obs.on_tick(self, now)
             self._settle(now, batch)
             if batch.writes:
-                self._commit(batch)
+                self._commit(batch, waiting=False)
 
     def poll_observers(self) -> None:
         """Between ticks: observers report what happened outside; settle only if that changed
@@ -308,7 +308,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             batch = _Batch()
             self._settle(now, batch)
             if batch.writes:
-                self._commit(batch)
+                self._commit(batch, waiting=False)
 
     def finish(self, namespace: str, name: str) -> bool:
         """A workload completed (runtimes call this): release its quota and persist."""

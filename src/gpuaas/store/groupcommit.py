@@ -8,6 +8,14 @@ fsync per request. If a commit fails, that batch and everything queued behind it
 later writes were decided on top of the lost ones; the engine then reloads from the store.
 Work that must follow a commit (the engine compacts the records just stored) runs in the
 ``stored`` hook, before the batch's callers are answered.
+
+A batch lingers (waits up to ``linger`` for more writes) while it wants company: while it holds
+no write somebody waits for (``submit(..., waiting=False)``: the statuses the scheduler thread
+decided, a tick's), or while ``siblings`` (the server's count of write calls in flight) says more
+writers are at work than the batch holds waited writes, so one of them is about to submit. A
+lone client's write is committed at once; concurrent writes share one transaction and one fsync.
+On a MultiKueue worker the copies' creates, admissions and deletes were committed apart: 2,400
+commits per 1,000 workloads, each a wake-up of this thread, an fsync and a watch hand-off.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -70,9 +79,11 @@ class _Item:
     writes: Sequence[Write]
     future: Ack
     after: Callable[[], None] | None
+    waiting: bool  # somebody waits for these writes: their batch does not linger
 
 
 _STOP = object()
+LINGER_S = 0.002  # how long writes nobody waits for wait for company (see the module docstring)
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +95,13 @@ class GroupCommitter:
         *,
         max_batch: int = 5000,
         stored: Callable[[Sequence[Write]], None] | None = None,
+        linger: float = LINGER_S,
     ) -> None:
         self.store = store
         self.max_batch = max_batch
+        self.linger = linger
+        # How many writers are at work (queued or running write calls), or None: not known.
+        self.siblings: Callable[[], int] | None = None
         # Runs on the writer thread with each batch's writes once they are stored, before its
         # callers are answered: answered first, they would wait for the GIL behind it.
         self._stored = stored
@@ -97,13 +112,20 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._run, name="gpuaas-group-commit", daemon=True)
         self._thread.start()
 
-    def submit(self, writes: Sequence[Write], after: Callable[[], None] | None = None) -> Ack:
-        """Queue ``writes``; ``after`` runs on the writer thread once they are committed."""
+    def submit(
+        self,
+        writes: Sequence[Write],
+        after: Callable[[], None] | None = None,
+        *,
+        waiting: bool = True,
+    ) -> Ack:
+        """Queue ``writes``; ``after`` runs on the writer thread once they are committed.
+        ``waiting=False``: nobody waits for them, so they may linger for company."""
         fut = Ack()
         if not self._thread.is_alive():
             fut.set_exception(StoreError("the store's writer has stopped"))
             return fut
-        self._queue.put(_Item(writes, fut, after))
+        self._queue.put(_Item(writes, fut, after, waiting))
         return fut
 
     @property
@@ -121,22 +143,50 @@ class GroupCommitter:
     def _run(self) -> None:
         while True:
             first = self._queue.get()
-            if first is _STOP:
+            if not isinstance(first, _Item):  # _STOP
                 return
             batch = [first]
-            stop = False
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stop = True
-                    break
-                batch.append(nxt)
-            self._commit([b for b in batch if isinstance(b, _Item)])
+            stop = self._drain(batch)
+            if not stop and self.linger > 0:
+                stop = self._linger(batch)
+            self._commit(batch)
             if stop:
                 return
+
+    def _drain(self, batch: list[_Item]) -> bool:
+        """Add what is queued now to ``batch``; True if ``close`` was asked for."""
+        while len(batch) < self.max_batch:
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if not isinstance(nxt, _Item):
+                return True
+            batch.append(nxt)
+        return False
+
+    def _linger(self, batch: list[_Item]) -> bool:
+        """Wait up to ``linger`` for more writes while ``batch`` wants company (see the module
+        docstring); True if ``close`` was asked for."""
+        deadline = time.monotonic() + self.linger
+        while len(batch) < self.max_batch and self._wants_company(batch):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                nxt = self._queue.get(timeout=left)
+            except queue.Empty:
+                return False
+            if not isinstance(nxt, _Item):
+                return True
+            batch.append(nxt)
+            if self._drain(batch):
+                return True
+        return False
+
+    def _wants_company(self, batch: list[_Item]) -> bool:
+        waited = sum(1 for item in batch if item.waiting)
+        return waited == 0 or (self.siblings is not None and self.siblings() > waited)
 
     def _commit(self, batch: list[_Item]) -> None:
         if self._failed.is_set():
