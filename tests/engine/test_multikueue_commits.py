@@ -27,7 +27,9 @@ JOB = BY_KIND["Job"]
 def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MultiKueueController, list[str]]]:
     c = MultiKueueController()
     submitted: list[str] = []
-    monkeypatch.setattr(c._in_flight, "submit", lambda op: submitted.append(op.key) or True)
+    monkeypatch.setattr(
+        c._in_flight, "submit_many", lambda ops: submitted.extend(o.key for o in ops) or ops
+    )
     client = RemoteClient(Target("http://127.0.0.1:1", "", None))
     view = WorkerView("w1", client, True, "Active", "Connected", None, {}, {})
     c._remove(view, "ns/finished")  # planned by a pass on the hub's unsaved finish

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from gpuaas.api.testing import ServerProcess, free_port, self_signed_cert
-from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError, Target
+from gpuaas.engine.multikueue.remote import (
+    JOBS,
+    WORKLOADS,
+    Answer,
+    Call,
+    RemoteClient,
+    RemoteError,
+    Target,
+)
 
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 
@@ -208,5 +216,78 @@ def test_a_list_of_statuses_keeps_names_versions_and_statuses_only(worker: Serve
             "status": full.get("status"),
         }]  # fmt: skip
         c.delete(WORKLOADS, "workloads", "default", "s")
+    finally:
+        c.close()
+
+
+def test_many_calls_at_once_each_answered_or_failed_apart(worker: ServerProcess) -> None:
+    """``calls``: more calls than kept connections (32), some refused by the worker; each
+    answer is its own call's, and the connections go back to the pool."""
+    c = RemoteClient(Target(worker.url, worker.admin_token, None))
+    try:
+        names = [f"many-{i}" for i in range(40)]
+        creates = [Call("POST", f"{WORKLOADS}/namespaces/default/workloads", _copy(n), (409,))
+                   for n in names]  # fmt: skip
+        missing = Call("GET", f"{WORKLOADS}/namespaces/default/workloads/none")
+        again = creates[0]  # a retried create in the same batch: 409, taken as done
+        got = c.calls([*creates, missing, again])
+        assert all(isinstance(a, Answer) and a.status == 201 for a in got[:40])
+        assert isinstance(got[40], RemoteError) and ": 404" in str(got[40])
+        assert isinstance(got[41], Answer) and got[41].status in (201, 409)
+        gets = c.calls([Call("GET", f"{WORKLOADS}/namespaces/default/workloads/{n}")
+                        for n in names])  # fmt: skip
+        assert [a.json()["metadata"]["name"] for a in gets if isinstance(a, Answer)] == names
+        deletes = [Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/{n}", None, (404,))
+                   for n in names]  # fmt: skip
+        assert not [a for a in c.calls(deletes * 2) if isinstance(a, RemoteError)]
+        assert c.get(WORKLOADS, "workloads", "default", names[-1]) is None
+    finally:
+        c.close()
+
+
+def test_many_calls_on_kept_connections_the_worker_closed_are_replaced() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosesIdle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _ClosesIdle.seen = []
+    c = RemoteClient(Target(f"http://127.0.0.1:{server.server_address[1]}", "t", None))
+    delete = Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/x", None, (404,))
+    try:
+        for _ in range(3):  # each batch after the first finds its kept connections closed
+            assert [type(a) for a in c.calls([delete] * 4)] == [Answer] * 4
+        assert len(_ClosesIdle.seen) == 12 and len(set(_ClosesIdle.seen)) == 12
+    finally:
+        c.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_many_calls_to_a_worker_that_does_not_answer_time_out() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    port = listener.getsockname()[1]
+    c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
+    c._conns._read_s = 0.2
+    try:
+        got = c.calls([Call("GET", f"{WORKLOADS}/workloads")] * 3)
+        assert all(isinstance(a, RemoteError) and "timed out" in str(a) for a in got)
+    finally:
+        c.close()
+        listener.close()
+
+
+def test_many_calls_to_a_worker_that_takes_no_connection_try_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch to a worker whose connections fail (here refused) opens one, not one per call
+    (a dropped connect waits its whole timeout), and every call fails with its reason."""
+    port = free_port()  # nothing listens there
+    c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
+    opened: list[int] = []
+    real = c._conns._open
+    monkeypatch.setattr(c._conns, "_open", lambda: opened.append(1) or real())
+    try:
+        got = c.calls([Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/x")] * 5)
+        assert len(opened) == 1
+        assert all(isinstance(a, RemoteError) and f"127.0.0.1:{port}" in str(a) for a in got)
     finally:
         c.close()

@@ -203,3 +203,30 @@ def _reachability(engine: Engine, ctl: PlacementCheckController) -> None:
     _placement(engine, tolerate, replace=True)
     ctl.sync_once()
     assert _config(engine) == ["c2", "c3"]
+
+
+def test_a_pass_with_no_placement_and_nothing_changed_reads_nothing(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctl = _setup(engine)
+    passes: list[float] = []
+    real = placements.sync
+    monkeypatch.setattr(placements, "sync", lambda e, now: passes.append(now) or real(e, now))
+    ctl.sync_once()
+    assert _active(engine)[1] == "PlacementNotFound"
+    ctl.sync_once()  # reads back its own writes once
+    ran = len(passes)
+    for _ in range(3):
+        ctl.sync_once()
+    assert len(passes) == ran <= 2  # nothing it reads changed: skipped
+    _placement(engine, T4)  # made by another: the next pass sees it
+    ctl.sync_once()
+    assert _active(engine) == ("True", "Active", "MultiKueueConfig gpus is generated successfully")
+    assert _config(engine) == ["c2", "c3"]
+    ran = len(passes)
+    ctl.sync_once()  # with a Placement, every pass schedules (the clock may move its result)
+    assert len(passes) == ran + 1
+    engine.delete(BY_KIND["Placement"], "kueue-system", "gpus")
+    ctl.sync_once()
+    ctl.sync_once()
+    assert _active(engine)[1] == "PlacementNotFound"

@@ -475,8 +475,7 @@ class MultiKueueController:
         ops, self._queued = self._queued, []
         if ops:
             self._saved(engine, wait=True)
-        for op in ops:
-            self._in_flight.submit(op)
+        self._in_flight.submit_many(ops)
 
     def _saved(self, engine: Engine, wait: bool) -> None:
         """Make sure the last pass's commit is stored (``wait``), or check it if it is done

@@ -1,6 +1,7 @@
 """The MultiKueue controller's writes to workers, in flight: what a pass asks a worker to do
 (create a Workload copy, create the Job, remove both), carried out on the pool while the
-controller goes on.
+controller goes on: a pass's writes to one worker as one batch on one pool thread, their
+calls made together (``RemoteClient.calls``).
 
 A pass never waits for a worker's answers: each write is submitted here and the pass moves on,
 so one slow worker or one busy pass holds up nothing else (Kueue's reconciler likewise handles
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError
+from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, Call, RemoteClient, RemoteError
 from gpuaas.engine.multikueue.workers import Worker
 from gpuaas.vocab import multikueue as mk
 
@@ -79,15 +80,34 @@ class Operation:
     with_job: bool = False  # REMOVE: the worker has the Job too (deleted first: it owns the copy)
     wake: bool = True  # wake the controller for this workload once answered
 
-    def run(self) -> None:
+    def steps(self) -> list[Call]:
+        """Its calls, in order: each is made only once the one before it succeeded."""
         ns, _, name = self.key.partition("/")
         if self.verb == REMOVE:
-            if self.with_job:
-                self.client.delete(JOBS, "jobs", ns, name)
-            self.client.delete(WORKLOADS, "workloads", ns, name)
-        else:
-            assert self.body is not None
-            self.client.create(self.base, self.plural, self.body)
+            copy = Call("DELETE", f"{WORKLOADS}/namespaces/{ns}/workloads/{name}", None, (404,))
+            if not self.with_job:
+                return [copy]
+            return [Call("DELETE", f"{JOBS}/namespaces/{ns}/jobs/{name}", None, (404,)), copy]
+        assert self.body is not None
+        return [Call("POST", f"{self.base}/namespaces/{ns}/{self.plural}", self.body, (409,))]
+
+
+def run_batch(ops: Sequence[Operation]) -> list[RemoteError | None]:
+    """The calls of ``ops`` (all to one worker), each op's first calls together, then the
+    second ones of those whose first succeeded (a Job is deleted before the copy it owns);
+    for each op None when it succeeded, else what failed."""
+    if not ops:
+        return []
+    client = ops[0].client
+    steps = [op.steps() for op in ops]
+    outcome: list[RemoteError | None] = [None] * len(ops)
+    step = 0
+    while todo := [i for i, s in enumerate(steps) if step < len(s) and outcome[i] is None]:
+        for i, got in zip(todo, client.calls([steps[i][step] for i in todo]), strict=True):
+            if isinstance(got, RemoteError):
+                outcome[i] = got
+        step += 1
+    return outcome
 
 
 class InFlight:
@@ -109,33 +129,47 @@ class InFlight:
 
     def submit(self, op: Operation) -> bool:
         """Start ``op`` unless the same write is in flight already; True if started now."""
-        ident = (op.verb, op.worker, op.key)
+        return bool(self.submit_many([op]))
+
+    def submit_many(self, ops: Sequence[Operation]) -> list[Operation]:
+        """Start the writes of ``ops`` not in flight already, those to one worker together on
+        one pool thread (``run_batch``: a thread hand-off per call was most of what a call
+        cost the hub); the ones started now."""
+        started: list[Operation] = []
         with self._lock:
-            if ident in self._busy:
-                return False
-            self._busy.add(ident)
-        self._pool.submit(self._run, op)
-        return True
+            for op in ops:
+                ident = (op.verb, op.worker, op.key)
+                if ident not in self._busy:
+                    self._busy.add(ident)
+                    started.append(op)
+        by_worker: dict[tuple[str, int], list[Operation]] = {}
+        for op in started:
+            by_worker.setdefault((op.worker, id(op.client)), []).append(op)
+        for batch in by_worker.values():
+            self._pool.submit(self._run, batch)
+        return started
 
     def busy(self, verb: str, worker: str, key: str) -> bool:
         with self._lock:
             return (verb, worker, key) in self._busy
 
-    def _run(self, op: Operation) -> None:
-        ok = False
+    def _run(self, ops: list[Operation]) -> None:
         try:
-            op.run()
-            ok = True
-        except RemoteError as exc:
-            log.info("MultiKueue: %s %s on %s: %s", op.verb, op.key, op.worker, exc)
-        except Exception:  # a bug must not leave the write marked in flight for ever
-            log.exception("MultiKueue: %s %s on %s", op.verb, op.key, op.worker)
-        finally:
-            worker = self._workers.get(op.worker)
-            if ok and worker is not None:
-                worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
-            with self._lock:
-                self._busy.discard((op.verb, op.worker, op.key))
+            outcome = run_batch(ops)
+        except Exception:  # a bug must not leave the writes marked in flight for ever
+            log.exception("MultiKueue: %d writes to %s", len(ops), ops[0].worker)
+            outcome = [RemoteError("failed")] * len(ops)
+        for op, error in zip(ops, outcome, strict=True):
+            if error is not None:
+                log.info("MultiKueue: %s %s on %s: %s", op.verb, op.key, op.worker, error)
+            self._done(op, error is None)
+
+    def _done(self, op: Operation, ok: bool) -> None:
+        worker = self._workers.get(op.worker)
+        if ok and worker is not None:
+            worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
+        with self._lock:
+            self._busy.discard((op.verb, op.worker, op.key))
         # A copy's news is its admission, which its watch sends; a loser's removal leads
         # nowhere (the plan that asked for it had chosen the worker: Operation.wake).
         if ok and op.verb != CREATE_COPY and op.wake:
@@ -151,5 +185,6 @@ __all__ = [
     "InFlight",
     "Operation",
     "job_copy",
+    "run_batch",
     "workload_copy",
 ]

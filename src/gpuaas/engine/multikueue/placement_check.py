@@ -16,7 +16,8 @@ quota, is dispatched by MultiKueue, runs and finishes on a worker, and stays not
 Its thread also runs the placement scheduler (``placements.sync``) and, when given, the score
 collector (``scores.ScoreCollector``: every pass while a Placement exists, else every 10 s), so
 a change of labels, scores or workers reaches the MultiKueueConfig within one pass (``interval``
-seconds, or at once when woken).
+seconds, or at once when woken). A pass with no Placement and nothing it reads changed since the
+last (``versions``) does nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +31,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpuaas.engine.errors import EngineError
 from gpuaas.engine.multikueue import placements, writes
 from gpuaas.engine.views import WorkloadView
-from gpuaas.vocab.kinds import BY_KIND, MULTIKUEUE_CONFIG, PLACEMENT
+from gpuaas.vocab.kinds import (
+    ADDON_PLACEMENT_SCORE,
+    BY_KIND,
+    CLUSTER_SET_BINDING,
+    MANAGED_CLUSTER,
+    MANAGED_CLUSTER_SET,
+    MULTIKUEUE_CONFIG,
+    PLACEMENT,
+    PLACEMENT_DECISION,
+)
 from gpuaas.vocab.multikueue import DEFAULT_NAMESPACE
 from gpuaas.vocab.render import rfc3339
 
@@ -43,6 +53,24 @@ AC_KIND = BY_KIND["AdmissionCheck"]
 CONTROLLER_NAME = "open-cluster-management.io/placement"
 FINALIZER = "kueue-addon.open-cluster-management.io/admissioncheck-cleanup"
 IDLE_COLLECT = 10.0  # seconds between score readings while no Placement exists
+
+
+Versions = tuple[tuple[tuple[Any, int], ...], ...]
+# What a pass reads: Placements first (a pass with one is never skipped: scheduling reads the
+# clock), then the rest of what ``placements.sync`` and ``_reconcile`` read.
+_READ = (PLACEMENT, MANAGED_CLUSTER, MANAGED_CLUSTER_SET, CLUSTER_SET_BINDING,
+         ADDON_PLACEMENT_SCORE, PLACEMENT_DECISION, AC_KIND, MULTIKUEUE_CONFIG)  # fmt: skip
+
+
+def versions(engine: Engine) -> Versions:
+    """The key and resourceVersion of every object a pass reads, under one hold of the engine
+    lock, where reading them all (listed, decoded, and each set's status compared) was most of
+    a pass, twice a second on a hub busy with workloads and none of these changing."""
+    with engine._lock:
+        return tuple(
+            tuple((key, r.rv) for key, r in engine.objects.of_kind(kind.gk).items())
+            for kind in _READ
+        )
 
 
 class Collector(Protocol):
@@ -73,6 +101,7 @@ class PlacementCheckController:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._collected = float("-inf")  # when the collector last ran
+        self._seen: Versions | None = None  # what the last pass read (``versions``)
 
     # -- CheckController ------------------------------------------------------------------------
     def on_reserved(self, engine: Engine, workload: WorkloadView, check: str, now: float) -> None:
@@ -113,14 +142,22 @@ class PlacementCheckController:
         now = self.clock()
         # Scores are read on every pass while a Placement may use them, else every IDLE_COLLECT
         # seconds (the dashboard's view): a hub without Placements does not poll its workers.
-        busy = bool(engine.list_objects(PLACEMENT)[0])
+        seen = versions(engine)
+        busy = bool(seen[0])
         if self.collector is not None and (busy or now - self._collected >= IDLE_COLLECT):
             self._collected = now
-            self.collector.collect(engine, now)
+            if self.collector.collect(engine, now):
+                seen = versions(engine)
+        if not busy and seen == self._seen:
+            return  # nothing it reads changed, and without a Placement the clock moves nothing
+        self._seen = None  # until this pass is done: one that fails is not skipped next time
         placements.sync(engine, now)
         for ac in engine.list_objects(AC_KIND)[0]:
             if (ac.get("spec") or {}).get("controllerName") == CONTROLLER_NAME:
                 self._reconcile(engine, ac, now)
+        # Read before the pass: its own writes change them, so the next pass runs once more
+        # (and writes nothing), and a change made by another meanwhile is never taken as seen.
+        self._seen = seen
 
     def _reconcile(self, engine: Engine, ac: JsonDoc, now: float) -> None:
         name = str(ac["metadata"]["name"])
