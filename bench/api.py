@@ -620,8 +620,8 @@ def main() -> None:
                 print(f"  server RSS: {b.rss():.0f} MB empty")
                 t0 = time.perf_counter()
                 step = max(args.rss_workloads // 4, 1)
-                while b.created < args.rss_workloads:
-                    b.fill(min(b.created + step, args.rss_workloads))
+                while b.created < args.rss_workloads:  # exact steps: a fast machine overshot
+                    b.fill_exactly(min(b.created + step, args.rss_workloads))
                     print(f"  server RSS: {b.rss():.0f} MB with {b.created:,} workloads "
                           f"({time.perf_counter() - t0:.0f} s filling)", flush=True)  # fmt: skip
             finally:
