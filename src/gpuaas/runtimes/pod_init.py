@@ -104,13 +104,18 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"pod_init: cannot run {argv[0]}: {exc}", file=sys.stderr, flush=True)
         return 127
+    # Blocked in waitpid, not polling: a pod that runs for hours costs no CPU while it runs (a
+    # 20 ms poll woke each pod 50 times a second: with 300 pods on a 2-core worker that was a
+    # fifth of a core). A forwarded signal interrupts the wait, runs ``forward`` and the wait
+    # goes on (PEP 475); orphans reparented here are reaped as they end.
     code: int | None = None
     while code is None:
-        for pid, status in _reap():
-            if pid == main_pid:
-                code = os.waitstatus_to_exitcode(status)
-        if code is None:
-            time.sleep(0.02)
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # cannot happen before main_pid is reaped; never spin
+            return 127
+        if pid == main_pid:
+            code = os.waitstatus_to_exitcode(status)
     # The main process is gone: nothing it started may outlive it.
     while True:
         _signal_all(signal.SIGKILL)
