@@ -112,20 +112,25 @@ class _ClosesIdle(BaseHTTPRequestHandler):
         return
 
 
-def test_a_kept_connection_the_worker_closed_is_replaced() -> None:
+@pytest.fixture
+def closes_idle() -> Iterator[RemoteClient]:
+    """A client of a worker that closes every connection after its answer."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosesIdle)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     _ClosesIdle.seen = []
     c = RemoteClient(Target(f"http://127.0.0.1:{server.server_address[1]}", "t", None))
     try:
-        for _ in range(3):  # each call after the first finds its kept connection closed
-            c.delete(WORKLOADS, "workloads", "default", "x")
-        assert len(_ClosesIdle.seen) == 3 and len(set(_ClosesIdle.seen)) == 3
+        yield c
     finally:
         c.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_kept_connection_the_worker_closed_is_replaced(closes_idle: RemoteClient) -> None:
+    for _ in range(3):  # each call after the first finds its kept connection closed
+        closes_idle.delete(WORKLOADS, "workloads", "default", "x")
+    assert len(_ClosesIdle.seen) == 3 and len(set(_ClosesIdle.seen)) == 3
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
@@ -245,21 +250,13 @@ def test_many_calls_at_once_each_answered_or_failed_apart(worker: ServerProcess)
         c.close()
 
 
-def test_many_calls_on_kept_connections_the_worker_closed_are_replaced() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosesIdle)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _ClosesIdle.seen = []
-    c = RemoteClient(Target(f"http://127.0.0.1:{server.server_address[1]}", "t", None))
+def test_many_calls_on_kept_connections_the_worker_closed_are_replaced(
+    closes_idle: RemoteClient,
+) -> None:
     delete = Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/x", None, (404,))
-    try:
-        for _ in range(3):  # each batch after the first finds its kept connections closed
-            assert [type(a) for a in c.calls([delete] * 4)] == [Answer] * 4
-        assert len(_ClosesIdle.seen) == 12 and len(set(_ClosesIdle.seen)) == 12
-    finally:
-        c.close()
-        server.shutdown()
-        server.server_close()
+    for _ in range(3):  # each batch after the first finds its kept connections closed
+        assert [type(a) for a in closes_idle.calls([delete] * 4)] == [Answer] * 4
+    assert len(_ClosesIdle.seen) == 12 and len(set(_ClosesIdle.seen)) == 12
 
 
 def test_many_calls_to_a_worker_that_does_not_answer_time_out() -> None:
