@@ -23,7 +23,7 @@ from gpuaas.vocab.kinds import BY_KIND
 
 ADMIN = Principal("admin", True, frozenset())
 TEAM = Principal("team", False, frozenset({"ns"}))
-SHOWN = ("workloads", "localQueues", "totals", "clusterQueues", "resourceVersion")
+SHOWN = ("workloads", "localQueues", "totals", "clusterQueues", "resourceVersion", "gpus")
 
 
 class Clock:
@@ -34,8 +34,9 @@ class Clock:
         return self.t
 
 
-def workload(name: str, cpu: int = 1) -> dict[str, Any]:
-    containers = [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]
+def workload(name: str, cpu: int = 1, gpus: int = 0) -> dict[str, Any]:
+    requests = {"nvidia.com/gpu": str(gpus)} if gpus else {"cpu": str(cpu)}
+    containers = [{"name": "c", "resources": {"requests": requests}}]
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta1",
         "kind": "Workload",
@@ -53,8 +54,10 @@ def workload(name: str, cpu: int = 1) -> dict[str, Any]:
 def engine(tmp_path: Path) -> Iterator[Engine]:
     store = open_store(f"sqlite:///{tmp_path / 'gpuaas.db'}")
     e = Engine(store, clock=Clock(), live_runtime=True)
-    groups = [{"coveredResources": ["cpu"],
-               "flavors": [{"name": "rf", "resources": [{"name": "cpu", "nominalQuota": 3}]}]}]  # fmt: skip
+    groups = [{"coveredResources": ["cpu", "nvidia.com/gpu"],
+               "flavors": [{"name": "rf", "resources": [{"name": "cpu", "nominalQuota": 3},
+                                                        {"name": "nvidia.com/gpu",
+                                                         "nominalQuota": 2}]}]}]  # fmt: skip
     for ns in ("ns", "other"):
         e.create(BY_KIND["Namespace"], None, {"metadata": {"name": ns}})
     e.create(BY_KIND["ResourceFlavor"], None, {"metadata": {"name": "rf"}})
@@ -108,6 +111,14 @@ def both(*steps: Callable[[], None]) -> None:
 STEPS: dict[str, Callable[[Engine], None]] = {
     "two more admitted, one pending": lambda e: create_all(e, "c", "d", "e"),
     "another namespace's": lambda e: create(e, "x", "other"),
+    "one holding GPUs admitted, another waiting for them": lambda e: both(
+        lambda: e.create(BY_KIND["Workload"], "ns", workload("g", gpus=2)),
+        lambda: e.create(BY_KIND["Workload"], "ns", workload("h", gpus=1)),
+    ),
+    "the GPUs' holder evicted": lambda e: evict(e, "g"),
+    "its GPUs freed, the waiting one admitted": lambda e: both(
+        lambda: stopped(e, "g"), lambda: later(e)
+    ),
     "an admitted one evicting": lambda e: evict(e, "a"),
     "its pods gone: pending again": lambda e: stopped(e, "a"),
     "an admitted one deleted, the next admitted": lambda e: both(

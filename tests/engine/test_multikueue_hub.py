@@ -85,6 +85,20 @@ def test_each_workload_is_decoded_once_per_change(engine: Engine) -> None:
     assert full == engine.get(WORKLOAD, "ns", "a") and full["spec"]["podSets"]
 
 
+def test_no_multikueue_check_no_walk_over_the_workloads(engine: Engine) -> None:
+    """A server that dispatches nothing (its only check another controller's) does not walk
+    its workloads on every full pass; once a MultiKueue check appears, the next pass does."""
+    _create(engine, "AdmissionCheck", {"metadata": {"name": "other"},
+                                       "spec": {"controllerName": "example.com/other"}})  # fmt: skip
+    reader = HubReader()
+    assert reader.read(engine, None).workloads == {} and reader.walked == 1  # checks unknown
+    for _ in range(3):
+        assert reader.read(engine, None).workloads == {}
+    assert reader.walked == 1 and reader.checks_read == 1
+    _setup(engine, ["a"])  # a MultiKueue check and a Job under it
+    assert sorted(reader.read(engine, None).workloads) == ["ns/a"] and reader.walked == 2
+
+
 def test_a_workload_gone_is_forgotten_at_the_next_full_pass(engine: Engine) -> None:
     _setup(engine, ["a", "b"])
     reader = HubReader()

@@ -17,7 +17,6 @@ history on every change and every few seconds. Nothing here changes engine state
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections import deque
@@ -27,6 +26,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -137,8 +137,13 @@ class _Sampler:
         self._thread.join(timeout=5)
 
 
+_encode = msgspec.json.Encoder().encode
+
+
 def _sse(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+    """One server-sent event. Encoded by msgspec (compact, UTF-8, no raw newline): the
+    standard library's encoder was most of a push's cost after the rows themselves."""
+    return b"event: " + event.encode() + b"\ndata: " + _encode(data) + b"\n\n"
 
 
 class _Feed:

@@ -21,12 +21,11 @@ the update has no patch: the feed sends the summary whole.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from typing import Any
 
 from gpuaas.api import dashboard_patch
-from gpuaas.api.dashboard_view import SummaryParts, workload_rows
+from gpuaas.api.dashboard_view import SummaryParts, holds_gpus, state_counts, workload_rows
 from gpuaas.core.state import Phase
 from gpuaas.store import Change
 from gpuaas.vocab.kinds import BY_KIND
@@ -40,7 +39,12 @@ _RESERVING = (str(Phase.ADMITTED), str(Phase.EVICTING))
 
 class LiveRows:
     """One caller's rows. ``changed`` is called from the fan-out thread; ``update`` from one
-    worker thread at a time (the feed's)."""
+    worker thread at a time (the feed's).
+
+    What a summary counts over the rows (pending keys, each state's and each LocalQueue's
+    counts, the rows holding GPUs) is kept as rows come and go, so an update costs what
+    changed and what is pending, not a pass over every row: with 20,000 admitted workloads
+    and writes coming in, those passes were a tenth of the server's time."""
 
     def __init__(self, parts: SummaryParts) -> None:
         self.parts = parts
@@ -51,6 +55,10 @@ class LiveRows:
         self._queues_dirty = True
         self._started = False
         self._uids: dict[str, int] = {}  # each row's workload uid: rows are in creation order
+        self._pending: set[str] = set()  # keys of the rows shown pending
+        self._states: dict[str, int] = state_counts([])
+        self._counts: dict[tuple[str, str], list[int]] = {}  # (ns, queue) -> [pending, reserving]
+        self._gpu_keys: set[str] = set()  # rows whose GPUs the quota panel lists
 
     def changed(self, change: Change) -> None:
         """A committed change the caller may see."""
@@ -69,7 +77,7 @@ class LiveRows:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             queues_dirty, self._queues_dirty = self._queues_dirty, False
-        before, first = self.rows, not self._started
+        rows, first = self.rows, not self._started
         if first:  # everything once
             self._started = True
             view = engine.view(workloads=True, namespaces=namespaces, why_pending=True)
@@ -82,37 +90,66 @@ class LiveRows:
             waiting = {w.key for w in view.workloads}
             # 2. the workloads whose documents changed, and those shown pending last time (a
             # pending one read here has no place: the view's row, read just before, stands)
-            stale = dirty | {k for k, w in before.items() if w["phase"] == _PENDING}
+            stale = dirty | self._pending
             fresh = engine.workloads(keys=stale, namespaces=namespaces) if stale else ()
             read = [w for w in fresh if w.phase != Phase.PENDING or w.key not in waiting]
             read = sorted([*view.workloads, *read], key=lambda w: w.uid)
             gone = stale - {w.key for w in fresh} - waiting
-        rows = self.rows = dict(before)
+        before: dict[str, JsonDoc] = {}  # the rows replaced or removed, as they were
         removed = [k for k in gone if k in rows]
         for key in gone:
-            rows.pop(key, None)
+            old = rows.pop(key, None)
+            if old is not None:
+                before[key] = old
+                self._count(old, -1)
             self._uids.pop(key, None)
         moved: set[str] = set()
         for w in read:
             if self._uids.get(w.key, w.uid) != w.uid:  # deleted and created again: goes last
-                rows.pop(w.key)
+                before[w.key] = old = rows.pop(w.key)
+                self._count(old, -1)
                 moved.add(w.key)
-            self._uids[w.key] = w.uid
         removed += sorted(moved)
-        for row in workload_rows(read):
-            rows[row["key"]] = row
+        last = self._uids[next(reversed(rows))] if rows else None  # the newest row kept
+        in_order = True
+        new_rows = workload_rows(read)
+        for w, row in zip(read, new_rows, strict=True):
+            key = row["key"]
+            old = rows.get(key)
+            if old is None:  # appended: rows stay in creation order while it is the newest
+                in_order = in_order and (last is None or last < w.uid)
+                last = w.uid
+            else:
+                before.setdefault(key, old)
+                self._count(old, -1)
+            self._uids[key] = w.uid
+            rows[key] = row
+            self._count(row, 1)
         if queues_dirty:
             self._list_queues()
-        summary = self.parts.assemble(view, list(rows.values()), self._queue_rows())
-        uids = [self._uids[k] for k in rows]
-        if first or any(a > b for a, b in itertools.pairwise(uids)):
+        kept = (self._states, [rows[k] for k in sorted(self._gpu_keys, key=self._uids.__getitem__)])
+        summary = self.parts.assemble(view, list(rows.values()), self._queue_rows(), kept)
+        if first or not in_order:
             # first, or a workload read late went after a newer one: in creation order, whole
             self.rows = dict(sorted(rows.items(), key=lambda kv: self._uids[kv[0]]))
             summary["workloads"] = list(self.rows.values())
             return summary, None
-        changed = [w for k, w in rows.items() if before.get(k) is not w]
-        changed = [w for w in changed if w["key"] in moved or before.get(w["key"]) != w]
+        changed = [r for r in new_rows if r["key"] in moved or before.get(r["key"]) != r]
         return summary, dashboard_patch.patch(summary, changed, removed)
+
+    def _count(self, row: JsonDoc, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) what ``row`` counts for."""
+        key, phase = row["key"], row["phase"]
+        if row["state"] in self._states:
+            self._states[row["state"]] += sign
+        if phase == _PENDING:
+            (self._pending.add if sign > 0 else self._pending.discard)(key)
+        if holds_gpus(row):
+            (self._gpu_keys.add if sign > 0 else self._gpu_keys.discard)(key)
+        slot = 0 if phase == _PENDING else 1 if phase in _RESERVING else None
+        if slot is not None:
+            c = self._counts.setdefault((row["namespace"], row["queue"]), [0, 0])
+            c[slot] += sign
 
     def _list_queues(self) -> None:
         lqs, _ = self.parts.engine.list_objects(
@@ -128,22 +165,16 @@ class LiveRows:
         ]
 
     def _queue_rows(self) -> list[JsonDoc]:
-        counts = {(ns, name): [0, 0] for ns, name, _ in self._queues}
-        for w in self.rows.values():
-            c = counts.get((w["namespace"], w["queue"]))
-            if c is None:
-                continue
-            if w["phase"] == _PENDING:
-                c[0] += 1
-            elif w["phase"] in _RESERVING:
-                c[1] += 1
-        return [
-            {
-                "namespace": ns,
-                "name": name,
-                "clusterQueue": cq,
-                "pending": counts[(ns, name)][0],
-                "admitted": counts[(ns, name)][1],
-            }
-            for ns, name, cq in self._queues
-        ]
+        rows = []
+        for ns, name, cq in self._queues:
+            pending, admitted = self._counts.get((ns, name), (0, 0))
+            rows.append(
+                {
+                    "namespace": ns,
+                    "name": name,
+                    "clusterQueue": cq,
+                    "pending": pending,
+                    "admitted": admitted,
+                }
+            )
+        return rows

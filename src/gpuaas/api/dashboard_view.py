@@ -348,7 +348,7 @@ def gpu_panel(
         return {"source": "telemetry", "note": "", "gpus": reported}
     gpus: list[JsonDoc] = []
     for w in workloads:
-        if w["state"] not in ("Admitted", "Evicting") or not w["gpus"]:
+        if not holds_gpus(w):
             continue
         flavor = w["flavors"].get(GPU, "?")
         for i in range(int(w["gpus"])):
@@ -431,21 +431,29 @@ class SummaryParts:
         return self.principal.admin or ns in self.principal.namespaces
 
     def assemble(
-        self, view: ClusterView, workloads: list[JsonDoc], local_queues: list[JsonDoc]
+        self,
+        view: ClusterView,
+        workloads: list[JsonDoc],
+        local_queues: list[JsonDoc],
+        kept: tuple[dict[str, int], list[JsonDoc]] | None = None,
     ) -> JsonDoc:
         """The summary from ``view`` (its queues, cohorts and flavors), the table's rows and the
-        LocalQueues (``namespace``, ``name``, ``clusterQueue``, ``pending``, ``admitted``)."""
+        LocalQueues (``namespace``, ``name``, ``clusterQueue``, ``pending``, ``admitted``).
+        ``kept``: the rows' count per state and the rows holding GPUs (``gpu_holders``), where
+        the caller keeps them as rows change (the live feed): else counted here, a pass over
+        every row."""
         principal = self.principal
         nodes = [self.node] if self.node is not None else []
         cqs, specs = _cluster_queues(view, self.history)
         cohorts = _cohorts(view.cohorts, view.cluster_queues)
         flavors = _flavors(view.flavors, specs, nodes)
-        gpus = gpu_panel(self.telemetry, workloads, self.visible)
+        if kept is None:
+            counts = state_counts(workloads)
+            holders = gpu_holders(workloads)
+        else:
+            counts, holders = dict(kept[0]), kept[1]
+        gpus = gpu_panel(self.telemetry, holders, self.visible)
         events = _events(self.engine, principal)
-        counts = dict.fromkeys(_STATES, 0)
-        for w in workloads:
-            if w["state"] in counts:
-                counts[w["state"]] += 1
         # An Evicted workload is pending again (its badge says both, and the queues count it
         # as pending, as Kueue's pendingWorkloads does): the overview's Pending must agree.
         counts["Pending"] += counts["Evicted"]
@@ -495,3 +503,22 @@ class SummaryParts:
 
 
 _STATES = ("Admitted", "Pending", "Evicted", "Evicting", "Finished", "Inactive")
+GPU_HOLDING = ("Admitted", "Evicting")  # the states whose rows' GPUs the quota panel shows
+
+
+def state_counts(rows: list[JsonDoc]) -> dict[str, int]:
+    """How many rows are in each of the summary's states."""
+    counts = dict.fromkeys(_STATES, 0)
+    for w in rows:
+        if w["state"] in counts:
+            counts[w["state"]] += 1
+    return counts
+
+
+def holds_gpus(row: JsonDoc) -> bool:
+    return bool(row["state"] in GPU_HOLDING and row["gpus"])
+
+
+def gpu_holders(rows: list[JsonDoc]) -> list[JsonDoc]:
+    """The rows whose GPUs the quota panel lists, in their order."""
+    return [w for w in rows if holds_gpus(w)]

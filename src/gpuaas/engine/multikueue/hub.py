@@ -74,6 +74,7 @@ class HubReader:
         # twice more: a pass's largest fixed cost after its commit).
         self._checks: tuple[tuple[Any, ...], dict[str, list[str]]] = ((), {})
         self.checks_read = 0  # times the checks were read (seen in tests)
+        self.walked = 0  # full passes that walked every workload (seen in tests)
 
     def read(self, engine: Engine, keys: set[str] | None) -> Hub:
         """The MultiKueue checks and the workloads they apply to: all (``keys`` None: a full
@@ -104,12 +105,14 @@ class HubReader:
                 clusters_of[str(ac["metadata"]["name"])] = clusters
         return clusters_of
 
-    @staticmethod
     def _records(
-        engine: Engine, keys: set[str] | None
+        self, engine: Engine, keys: set[str] | None
     ) -> tuple[tuple[Any, ...], list[tuple[str, ObjectRecord]]]:
         """Under one hold of the lock: the versions of the checks and configs, and the
-        workloads' records (all, or those of ``keys``)."""
+        workloads' records (all, or those of ``keys``). None while the checks are those of
+        last read and none of them is a MultiKueue check: a server that dispatches nothing
+        walked every workload each second, a few per cent of its time at 20,000 workloads."""
+        known = self._checks
         recs: list[tuple[str, ObjectRecord]] = []
         with engine._lock:
             versions = tuple(
@@ -117,7 +120,10 @@ class HubReader:
                 for gk in (AC_KIND.gk, MULTIKUEUE_CONFIG.gk)
                 for k, rec in engine.objects.of_kind(gk).items()
             )
+            if versions == known[0] and not known[1]:
+                return versions, recs
             if keys is None:
+                self.walked += 1
                 for k, rec in engine.objects.of_kind(WORKLOAD.gk).items():
                     recs.append((f"{k.namespace}/{k.name}", rec))
             else:
