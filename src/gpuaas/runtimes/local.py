@@ -5,7 +5,7 @@ Job's backoffLimit, stop them (SIGTERM to each process group, SIGKILL after the 
 say ``Stopped`` only when every process is gone, because the engine releases quota only then, as
 Kueue waits for pods to terminate. It decides nothing about admission.
 
-Where pods run: on the host by default (``/bin/sh`` wrapper, then the container's command and
+Where pods run: on the host by default (``pod_init``, then the container's command and
 args; busybox ``sleep 3600`` runs as ``sleep 3600``); through podman or docker only when created
 with ``container_engine=...`` (see ``runtimes.container``, untested here).
 
@@ -51,7 +51,7 @@ from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
 from gpuaas.runtimes.ray_rendezvous import read_dir
 
 _SCRUBBED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-KILLED_EXIT_CODE = 137  # a pod whose wrapper was killed while the server was down
+KILLED_EXIT_CODE = 137  # a pod whose pod_init was killed while the server was down
 
 
 @dataclass(slots=True)
@@ -398,7 +398,7 @@ class LocalRuntime:
         if record.pid is not None and procs.leader_alive(record.pid, record.start_time):
             return pod
         # The leader died while no server watched: its pgid may be reused, so find leftovers
-        # by the pod's token, and take the exit code the wrapper wrote (none if it was killed).
+        # by the pod's token, and take the exit code pod_init wrote (none if it was killed).
         pod.leader_done, pod.group_known = True, False
         pod.exit_code = procs.read_exit_code(self._dir.exit_path(key, record.spec.name))
         procs.kill_pids(procs.processes_with_token(record.token))

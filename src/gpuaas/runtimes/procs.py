@@ -2,12 +2,11 @@
 
 This module owns every system call the local runtime makes on processes. A pod is one session
 (its own process group) led by ``pod_init``, a child subreaper, so every process the pod starts
-stays its descendant whatever it does to its session, group or environment (``descendants``). Its
-child is a tiny ``/bin/sh`` wrapper that records the command's exit code in a file, so the code
-survives a server crash (a re-adopted pod is no longer our child). The
-wrapper traps SIGTERM with a no-op handler, which exec resets to the default in the command, so
-the command sees SIGTERM exactly as in a container while the wrapper waits to record its exit.
-Aliveness ignores zombies: on hosts whose PID 1 does not reap orphans, zombies never vanish.
+stays its descendant whatever it does to its session, group or environment (``descendants``). It
+joins the pod's cgroup, enters its working directory, runs the command as its only child and
+records the command's exit code in a file, so the code survives a server crash (a re-adopted pod
+is no longer our child). The command sees SIGTERM exactly as in a container: the runtime signals
+the pod's group, and ``pod_init`` passes it on to what left the group. Aliveness ignores zombies: on hosts whose PID 1 does not reap orphans, zombies never vanish.
 Nothing here decides retries or stops; that is ``runtimes.local``.
 """
 
@@ -26,18 +25,6 @@ import psutil
 POD_UID_ENV = "GPUAAS_POD_UID"
 POD_INIT = str(Path(__file__).with_name("pod_init.py"))
 _START_TIME_TOLERANCE = 0.05
-
-# $1: cgroup dir or "", $2: exit-code file, $3: working dir or "", rest: the command.
-_WRAPPER = r"""trap : TERM INT HUP
-if [ -n "$1" ]; then echo $$ > "$1/cgroup.procs" || exit 126; fi
-exitfile=$2
-if [ -n "$3" ]; then cd "$3" || { echo "workingDir $3: cannot enter" >&2; exit 126; }; fi
-shift 3
-"$@"
-rc=$?
-echo "$rc" > "$exitfile.tmp" && mv -f "$exitfile.tmp" "$exitfile"
-exit "$rc"
-"""
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,8 +56,7 @@ def spawn(
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     init = [sys.executable, "-I", "-S", POD_INIT]
-    wrapper = ["/bin/sh", "-c", _WRAPPER, "gpuaas-pod"]
-    full = [*init, *wrapper, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
+    full = [*init, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
     pid = os.posix_spawn(sys.executable, full, env, file_actions=actions, setsid=True)
     try:
         start = psutil.Process(pid).create_time()
@@ -83,8 +69,8 @@ def wait_leader(pid: int, start_time: float, exit_path: Path) -> tuple[bool, int
     """(exited, exit code) of a pod's leader, whether it is our child or a re-adopted orphan.
 
     A child is reaped here (its code is exact, a signal N reads as 128+N like a shell); an orphan
-    from before a restart is checked by pid and start time, and its code read from the file the
-    wrapper wrote (None if the wrapper itself was killed).
+    from before a restart is checked by pid and start time, and its code read from the file
+    ``pod_init`` wrote (None if it was killed).
     """
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
