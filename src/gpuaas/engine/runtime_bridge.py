@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.core.decisions import Admit, Decision, Evict
+from gpuaas.core.decisions import Admit, Decision, Delete, Evict
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine.views import HOLDING, WorkloadView
 from gpuaas.inventory import NodeInventory, flavor_matches_node
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
+SWEEP_SECONDS = 1.0  # between the tick's passes over every running and waiting workload
 DEADLINE_EXCEEDED = "DeadlineExceeded"  # KubeRay's reason for a RayJob past its deadline
 _READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
@@ -85,6 +86,7 @@ class RuntimeBridge:
         # Of those, a MultiKueue worker's copies of Workloads waiting for the Job the manager
         # creates next: a settle retries them only once a job object of their name is stored.
         self._awaiting_job: set[str] = set()
+        self._swept_at = float("-inf")  # engine time of the tick's last pass over every run
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
         self._deadlines: dict[str, int | None] = {}  # running RayJob -> activeDeadlineSeconds
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
@@ -120,8 +122,13 @@ class RuntimeBridge:
             for ev in self.runtime.poll():
                 self._on_runtime_event(engine, ev, now)
             self._enforce_deadlines(engine, now)
-            self._stop_unwanted(engine)
-            self._start_pending(engine, now, recheck_all=True)
+            # The settles stop and drop what they decide about; this pass over every running
+            # workload (a view each) is the safety net, once a second rather than every poll.
+            sweep = not now - SWEEP_SECONDS < self._swept_at
+            if sweep:
+                self._swept_at = now
+                self._stop_unwanted(engine)
+            self._start_pending(engine, now, recheck_all=sweep)
             self._report_pods_ready(engine, now)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
@@ -137,6 +144,8 @@ class RuntimeBridge:
                         self._to_start.discard(d.workload)
                         self._awaiting_job.discard(d.workload)
                         self._stop_or_confirm(engine, d.workload, running, now)
+                    case Delete():
+                        self._started(d.workload)  # a MultiKueue copy that lost: nothing to start
                     case _:
                         pass
             # Only what this settle decided about can have stopped being held (deleted,

@@ -61,6 +61,7 @@ class _Pod:
     exit_code: int | None = None
     gone: bool = False
     group_known: bool = True  # pgid still names this pod's group (False: leader died unseen)
+    exit_path: Path | None = None  # where pod_init writes its code (built once, read each poll)
 
     @property
     def name(self) -> str:
@@ -101,6 +102,10 @@ class LocalRuntime:
         self._clock = clock
         self._runs: dict[str, _Run] = {}
         self._events: list[RuntimeEvent] = []
+        # What ``running()`` answers, built again only after a pod or run changed: the bridge,
+        # the API's pod list and job statuses ask many times a second, and each answer was a
+        # status per pod.
+        self._shown: dict[str, WorkloadRun] | None = None
 
     # -- the Runtime protocol ------------------------------------------------------------------
 
@@ -138,6 +143,7 @@ class LocalRuntime:
             self._abort(run)
             raise RuntimeRequestError(f"Workload {key}: cannot start its pods: {exc}") from None
         self._runs[key] = run
+        self._shown = None
         self._emit(EventKind.STARTED, key, message=f"{len(pods)} pod(s), restart {restart_count}")
 
     def stop(self, key: str, grace_seconds: float | None = None) -> bool:
@@ -145,6 +151,7 @@ class LocalRuntime:
         if run is None:
             return False
         run.record.stopping = True
+        self._shown = None
         self._dir.write_workload(run.record)
         self._terminate(run, grace_seconds)
         return True
@@ -161,7 +168,9 @@ class LocalRuntime:
         return events
 
     def running(self) -> dict[str, WorkloadRun]:
-        return {key: self._status(run) for key, run in sorted(self._runs.items())}
+        if self._shown is None:
+            self._shown = {key: self._status(run) for key, run in sorted(self._runs.items())}
+        return dict(self._shown)
 
     def adopt(self) -> list[str]:
         adopted = []
@@ -176,6 +185,7 @@ class LocalRuntime:
             for record in pods:
                 run.pods[record.spec.name] = self._adopt_pod(key, record)
             self._runs[key] = run
+            self._shown = None
             adopted.append(key)
             alive = sum(not p.leader_done for p in run.pods.values())
             self._emit(EventKind.ADOPTED, key, message=f"{alive} of {len(pods)} pod(s) alive")
@@ -270,6 +280,7 @@ class LocalRuntime:
         if self._engine is not None:
             uuids = [self._gpus.visible_devices([i])[1] for i in rec.gpus]
             argv, workdir = container.run_argv(self._engine, key, rec.spec, env, uuids), None
+        pod.exit_path = self._dir.exit_path(key, rec.spec.name)
         cgroup = create_pod_cgroup(
             self.limits,
             f"{key.replace('/', '.')}.{rec.spec.name}.{rec.token}",
@@ -280,13 +291,14 @@ class LocalRuntime:
             argv,
             env,
             self._dir.log_path(key, rec.spec.name),
-            self._dir.exit_path(key, rec.spec.name),
+            pod.exit_path,
             workdir,
             cgroup,
         )
         rec.pid, rec.pgid, rec.start_time = spawned.pid, spawned.pgid, spawned.start_time
         rec.cgroup, rec.kill_at = (str(cgroup) if cgroup else None), None
         pod.leader_done, pod.exit_code, pod.gone, pod.group_known = False, None, False, True
+        self._shown = None
         self._dir.write_pod(key, rec)
 
     def _poll_pod(self, run: _Run, pod: _Pod, now: float) -> None:
@@ -295,15 +307,16 @@ class LocalRuntime:
             if rec.pid is None:
                 pod.leader_done, pod.group_known = True, False
             else:
-                done, code = procs.wait_leader(
-                    rec.pid, rec.start_time, self._dir.exit_path(run.key, pod.name)
-                )
+                if pod.exit_path is None:
+                    pod.exit_path = self._dir.exit_path(run.key, pod.name)
+                done, code = procs.wait_leader(rec.pid, rec.start_time, pod.exit_path)
                 if not done:
                     if rec.kill_at is not None and now >= rec.kill_at:
                         self._kill(run, pod)
                     return
                 pod.leader_done, pod.exit_code = True, code
         # The leader is gone: as when a container's main process exits, the rest is killed.
+        self._shown = None
         leftovers = self._leftovers(pod)
         if leftovers:
             procs.kill_pids(leftovers)
@@ -337,6 +350,7 @@ class LocalRuntime:
             self._emit(EventKind.POD_FAILED, run.key, pod.name, code, "backoffLimit exceeded")
             self._terminate(run, None)
         pod.gone = True
+        self._shown = None
         self._gpus.release(run.key, pod.name)
         self._dir.remove_pod(run.key, pod.name)
 
@@ -351,6 +365,7 @@ class LocalRuntime:
             wl.outcome, kind = "Succeeded", EventKind.SUCCEEDED
         self._dir.write_workload(wl)
         del self._runs[run.key]
+        self._shown = None
         self._emit(kind, run.key, message=f"exit codes {codes}, {wl.failures} failure(s)")
 
     def _terminate(self, run: _Run, grace_seconds: float | None) -> None:
@@ -364,6 +379,7 @@ class LocalRuntime:
             if rec.kill_at is not None and rec.kill_at <= kill_at:
                 continue  # already terminating with an earlier deadline
             rec.kill_at = kill_at
+            self._shown = None
             self._dir.write_pod(run.key, rec)
             if grace <= 0:
                 self._kill(run, pod)
