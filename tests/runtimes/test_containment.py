@@ -124,3 +124,33 @@ def test_a_running_pod_init_waits_without_waking(tmp_path: Path) -> None:
     finally:
         os.killpg(spawned.pgid, 9)
         os.waitpid(spawned.pid, 0)
+
+
+def test_the_command_gets_sigpipe_at_its_default(runtime: LocalRuntime) -> None:
+    """Python ignores SIGPIPE and an ignored signal stays ignored across exec (a shell cannot
+    even undo it): pod_init gives the command the default, as a container's process has, so a
+    writer into a closed pipe dies of SIGPIPE (141) instead of living on."""
+    runtime.start("ns/w", [PodSpec("p-0", ("sh", "-c", "kill -PIPE $$; exit 3"))], backoff_limit=0)
+    _, seen = wait_for(runtime, EventKind.FAILED, "ns/w")
+    assert [e.exit_code for e in seen if e.kind == EventKind.POD_FAILED] == [141]
+
+
+@pytest.mark.parametrize(
+    ("command", "workdir", "code"),
+    [
+        (["sh", "-c", "kill -TERM $$"], "", 143),  # 128 + SIGTERM, as a shell says it
+        (["sh", "-c", "exit 5"], "", 5),
+        (["no-such-command-gpuaas"], "", 127),
+        (["true"], "/no/such/dir", 126),
+    ],
+)
+def test_pod_init_records_the_exit_code_a_re_adopted_pod_is_judged_by(
+    tmp_path: Path, command: list[str], workdir: str, code: int
+) -> None:
+    """The file is all a server that crashed and re-adopts the pod has (the pod is no longer its
+    child): it says what the leader's own exit status says, for a signal too."""
+    exit_path = tmp_path / "exit"
+    spawned = procs.spawn(command, dict(os.environ), tmp_path / "log", exit_path, workdir or None)
+    _, status = os.waitpid(spawned.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == code
+    assert procs.read_exit_code(exit_path) == code

@@ -90,6 +90,7 @@ class LocalRuntime:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._dir = RuntimeDir(Path(root))
+        self._pod_init = procs.compiled_pod_init(self._dir.root)
         self._gpus = GpuAllocator(gpus)
         self._engine = container_engine
         if container_engine is not None:
@@ -294,6 +295,7 @@ class LocalRuntime:
             pod.exit_path,
             workdir,
             cgroup,
+            self._pod_init,
         )
         rec.pid, rec.pgid, rec.start_time = spawned.pid, spawned.pgid, spawned.start_time
         rec.cgroup, rec.kill_at = (str(cgroup) if cgroup else None), None

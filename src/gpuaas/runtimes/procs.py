@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import py_compile
 import signal
 import sys
 import time
@@ -25,6 +26,19 @@ import psutil
 POD_UID_ENV = "GPUAAS_POD_UID"
 POD_INIT = str(Path(__file__).with_name("pod_init.py"))
 _START_TIME_TOLERANCE = 0.05
+
+
+def compiled_pod_init(directory: Path) -> str:
+    """``pod_init`` compiled to ``directory/pod_init.pyc`` for this interpreter, or its source's
+    path if that fails. Python runs a ``.pyc`` given as the script without compiling (a script
+    given as source is compiled at every start, never cached): about 1 ms of CPU less per pod.
+    Compiled again by every runtime that starts, so a stale copy never outlives an upgrade."""
+    target = directory / "pod_init.pyc"
+    try:
+        py_compile.compile(POD_INIT, cfile=str(target), doraise=True)
+    except (OSError, py_compile.PyCompileError):
+        return POD_INIT
+    return str(target)
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,6 +55,7 @@ def spawn(
     exit_path: Path,
     working_dir: str | None = None,
     cgroup_dir: Path | None = None,
+    pod_init: str = POD_INIT,
 ) -> Spawned:
     """Start ``argv`` as the only job of a new session, stdout and stderr appended to a log.
 
@@ -55,7 +70,7 @@ def spawn(
         (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),  # logs are the tenant's
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
-    init = [sys.executable, "-I", "-S", POD_INIT]
+    init = [sys.executable, "-I", "-S", pod_init]
     full = [*init, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
     pid = os.posix_spawn(sys.executable, full, env, file_actions=actions, setsid=True)
     try:
