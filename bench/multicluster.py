@@ -11,14 +11,17 @@ printed beside the servers'. By default the clients post as fast as the hub answ
 figures are those of a saturated machine, the latencies mostly queueing); with ``--rate R`` they
 post open-loop, Job i due ``i / R`` seconds after the start whatever the answers (see
 ``job_load``), so dispatch latency is measured at an offered rate below saturation; how far the
-sends fell behind their due times is printed too (a late send hides that wait from the latency).
-Figures:
+sends fell behind their due times is printed too (a late send hides that wait from the latency;
+wrk waits in whole milliseconds, so a send may also go up to 1 ms early). Figures:
 
 - admitted through the hub per second: N over the time from the first create to the last hub
   workload Admitted (its MultiKueue check Ready: a worker admitted its copy and the Job was
-  created there), seen on a watch of the hub's workloads;
-- dispatch latency, hub create to worker pod started (first seen running in the worker's
-  ``/runtime/pods``, polled every 50 ms: up to 50 ms late; not polled at all with
+  created there), seen on a watch of the hub's workloads (with ``--rate``, about the rate
+  offered, as long as the machine keeps up);
+- dispatch latency, hub create to worker pod started (first seen ``Running`` in the worker's
+  ``/runtime/pods``, polled every 50 ms: up to 50 ms late; ``Running`` once the pod's
+  ``pod_init`` process is spawned, as a Kubernetes pod is Running once its container started:
+  the command itself runs a few milliseconds later; not polled at all with
   ``--worker-runtime none``, where no pod ever runs, so the workers serve only MultiKueue),
   p50 and p99;
 - hub create to hub Admitted, p50 and p99;
@@ -27,8 +30,9 @@ Figures:
 
 "Hub create" is the moment just before the create request was sent. With real pods (the
 default, ``--worker-runtime local``) every pod is ``pod_init`` (a Python process) running
-``sleep 120``: about 10 ms of CPU per pod to start on these cores, not in any figure above but
-in the machine's load average, printed too.
+``sleep 120``: about 10 ms of CPU per pod to start on these cores (Python's own start is 6 of
+them), not in any figure above but in the machine's load average, printed too; at 2 cores that
+alone caps real pods well below the 200/s that ``--worker-runtime none`` reaches.
 
 Usage: python bench/multicluster.py [--jobs N] [--rate R] [--keep DIR] [--worker-runtime none]
                                    [--generator auto|wrk|processes]

@@ -159,10 +159,20 @@ class LocalRuntime:
 
     def poll(self) -> list[RuntimeEvent]:
         now = self._clock()
+        ended = [
+            (run, pod)
+            for run in list(self._runs.values())
+            for pod in run.pods.values()
+            if not pod.gone and self._leader_gone(run, pod, now)
+        ]
+        if ended:  # one pass over /proc for every pod whose leader is gone, not one each
+            table = procs.scan_leftovers(
+                [pod.record.token for _, pod in ended],
+                [p.record.pgid for _, p in ended if p.group_known and p.record.pgid is not None],
+            )
+            for run, pod in ended:
+                self._sweep_pod(run, pod, table)
         for run in list(self._runs.values()):
-            for pod in run.pods.values():
-                if not pod.gone:
-                    self._poll_pod(run, pod, now)
             if all(pod.gone for pod in run.pods.values()):
                 self._finish(run)
         events, self._events = self._events, []
@@ -303,7 +313,9 @@ class LocalRuntime:
         self._shown = None
         self._dir.write_pod(key, rec)
 
-    def _poll_pod(self, run: _Run, pod: _Pod, now: float) -> None:
+    def _leader_gone(self, run: _Run, pod: _Pod, now: float) -> bool:
+        """Whether the pod's leader has exited (reaped, or gone while no server watched); SIGKILL
+        it once its grace period is over."""
         rec = pod.record
         if not pod.leader_done:
             if rec.pid is None:
@@ -315,11 +327,15 @@ class LocalRuntime:
                 if not done:
                     if rec.kill_at is not None and now >= rec.kill_at:
                         self._kill(run, pod)
-                    return
+                    return False
                 pod.leader_done, pod.exit_code = True, code
-        # The leader is gone: as when a container's main process exits, the rest is killed.
-        self._shown = None
-        leftovers = self._leftovers(pod)
+            self._shown = None
+        return True
+
+    def _sweep_pod(self, run: _Run, pod: _Pod, table: procs.Leftovers) -> None:
+        """The leader is gone: as when a container's main process exits, the rest is killed;
+        once nothing is left the pod is drained."""
+        leftovers = self._leftovers(pod, table)
         if leftovers:
             procs.kill_pids(leftovers)
             return
@@ -398,13 +414,14 @@ class LocalRuntime:
         if self._engine is not None:
             _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
 
-    def _leftovers(self, pod: _Pod) -> list[int]:
+    def _leftovers(self, pod: _Pod, table: procs.Leftovers) -> list[int]:
         """Processes of this pod still alive: its leader's descendants (the leader is a subreaper,
         so ``setsid``, ``env -i`` or a double fork cannot leave that tree), its group, and
-        anything that still carries the pod's token (found even when the leader is gone)."""
-        found = set(procs.processes_with_token(pod.record.token))
+        anything that still carries the pod's token (found even when the leader is gone), the
+        last two from ``table`` (one pass over /proc for all the pods a poll sweeps)."""
+        found = set(table.by_token.get(pod.record.token, ()))
         if pod.group_known and pod.record.pgid is not None:
-            found.update(procs.group_members(pod.record.pgid))
+            found.update(table.by_group.get(pod.record.pgid, ()))
         if pod.record.pid is not None:
             found.update(procs.descendants(pod.record.pid, pod.record.start_time))
         found.update(procs.cgroup_members(Path(pod.record.cgroup) if pod.record.cgroup else None))

@@ -18,6 +18,7 @@ import py_compile
 import signal
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,6 +171,49 @@ def processes_with_token(token: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(name))
     return found
+
+
+@dataclass(slots=True)
+class Leftovers:
+    """Live processes by pod token and by process group, from one pass over /proc."""
+
+    by_token: dict[str, list[int]]
+    by_group: dict[int, list[int]]
+
+
+def scan_leftovers(tokens: Collection[str], pgids: Collection[int]) -> Leftovers:
+    """``processes_with_token`` and ``group_members`` for many pods in one pass over /proc: a
+    pass per pod read every process's files once per pod, so a stop of N pods on a host of M
+    processes read N x M files (seconds, with 100 pods, for a server's graceful stop)."""
+    want = {f"{POD_UID_ENV}={t}".encode(): t for t in tokens}
+    marker = POD_UID_ENV.encode()
+    groups = set(pgids)
+    out = Leftovers({t: [] for t in tokens}, {g: [] for g in groups})
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) <= PGRP_FIELD or fields[0] in ("Z", "X"):
+            continue
+        pid = int(name)
+        if int(fields[PGRP_FIELD]) in groups:
+            out.by_group[int(fields[PGRP_FIELD])].append(pid)
+        if not want:
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ:
+            for var in environ.split(b"\0"):
+                token = want.get(var)
+                if token is not None:
+                    out.by_token[token].append(pid)
+    return out
 
 
 def descendants(pid: int, start_time: float = 0.0) -> list[int]:
