@@ -186,6 +186,9 @@ def run_wrk(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         shutil.rmtree(work, ignore_errors=True)
     last = max((e[0] for e in ended.values()), default=time.monotonic())
     errors = sum(e[1] for e in ended.values()) + n - len(sent)
