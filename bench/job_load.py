@@ -10,6 +10,12 @@ bench's watch times compare), else from httpx clients in separate processes. Eit
 Job's name and the moment just before its request was sent are what the bench gets back, as
 its own clients used to record them: the latency definitions do not change.
 
+Open loop (``rate``): Job i is due at ``t0 + i / rate`` (a monotonic ``t0`` shared by every
+client) and is not sent before; a client free before the next due time waits for it, so Jobs go
+out at the offered rate, not as fast as the server answers. Each send also records its due time:
+if the clients fall behind (every connection waits on a slow answer) the send times slip, and the
+bench says by how much, since latency measured from a late send hides that wait.
+
 Nothing here reads what the server does with the Jobs; it only posts them and says when.
 """
 
@@ -25,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +50,8 @@ class Load:
     last_answer: float
     errors: int
     cpu: float
+    # open loop only: each send's lag behind its due time
+    late: list[float] = field(default_factory=list)
 
 
 def names(n: int) -> list[str]:
@@ -58,6 +66,8 @@ def names(n: int) -> list[str]:
 # connection the server closed) sends a ``GET /healthz``, which is not counted; so each Job is
 # posted once. Each send is written "name seconds" to the thread's own file, the last answer
 # "END seconds errors"; the bench interrupts wrk (SIGINT) once it has seen what it waits for.
+# With a rate, ``delay`` holds a claimed Job until it is due (``t0 + i / rate``) and its line
+# gets the due time as a third field.
 LUA = r"""
 local ffi = require("ffi")
 ffi.cdef[[
@@ -78,6 +88,7 @@ function init(args)
   total, nthreads, out = tonumber(args[1]), tonumber(args[2]), args[3]
   hdrs = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. args[4]}
   template = args[5]
+  rate, t0 = tonumber(args[6]), tonumber(args[7])
   share = 0
   for i = tid, total - 1, nthreads do share = share + 1 end
   claimed, answered, errors, queued = 0, 0, 0, {}
@@ -87,17 +98,27 @@ end
 function delay()
   if claimed < share then
     claimed = claimed + 1
-    table.insert(queued, string.format("bench-%05d", tid + (claimed - 1) * nthreads))
+    local i = tid + (claimed - 1) * nthreads
+    table.insert(queued, i)
+    if rate > 0 then
+      local wait = (t0 + i / rate - now()) * 1000
+      if wait > 0 then return wait end
+    end
     return 0
   end
   return 86400000
 end
 function request()
-  local name = table.remove(queued, 1)
-  if name == nil then  -- not after a delay: wrk's check of the script, or a reconnect
+  local i = table.remove(queued, 1)
+  if i == nil then  -- not after a delay: wrk's check of the script, or a reconnect
     return wrk.format("GET", "/healthz")
   end
-  log:write(name, " ", string.format("%.6f", now()), "\n")
+  local name = string.format("bench-%05d", i)
+  if rate > 0 then
+    log:write(name, " ", string.format("%.6f %.6f", now(), t0 + i / rate), "\n")
+  else
+    log:write(name, " ", string.format("%.6f", now()), "\n")
+  end
   return wrk.format("POST", nil, hdrs, (string.gsub(template, "@@NAME@@", name)))
 end
 function response(status, headers, body)
@@ -115,9 +136,10 @@ end
 
 def run_wrk(
     url: str, token: str, job: Callable[[str], dict[str, Any]], n: int, clients: int,
-    finished: Callable[[], bool], timeout: float,
+    finished: Callable[[], bool], timeout: float, rate: float = 0.0,
 ) -> Load:  # fmt: skip
-    """Post ``n`` Jobs with ``clients`` connections; interrupt wrk once every Job is answered
+    """Post ``n`` Jobs with ``clients`` connections (at ``rate`` per second from now on if
+    given, else as fast as they are answered); interrupt wrk once every Job is answered
     and ``finished()``, or ``timeout`` seconds after the start or after the last answer
     (whichever comes later), and return what it did."""
     threads = min(clients, 2)
@@ -127,7 +149,8 @@ def run_wrk(
     template = json.dumps(job(PLACEHOLDER), separators=(",", ":"))
     out = work / "sent"
     cmd = ["wrk", f"-t{threads}", f"-c{clients}", "-d1h", "--timeout", "30s", "-s", str(script),
-           f"{url}{JOBS}", "--", str(n), str(threads), str(out), token, template]  # fmt: skip
+           f"{url}{JOBS}", "--", str(n), str(threads), str(out), token, template, str(rate),
+           f"{time.monotonic() + 0.2:.6f}"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ended: dict[int, tuple[float, int]] = {}
     deadline = time.monotonic() + timeout
@@ -151,19 +174,25 @@ def run_wrk(
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         sent: dict[str, float] = {}
+        late: list[float] = []
         for t in range(threads):
             for line in out.with_name(f"sent.{t}").read_text().splitlines():
-                name, _, rest = line.partition(" ")
+                name, *times = line.split()
                 if name != "END":
-                    sent[name] = float(rest)
+                    sent[name] = float(times[0])
+                    if len(times) > 1:
+                        late.append(float(times[0]) - float(times[1]))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         shutil.rmtree(work, ignore_errors=True)
     last = max((e[0] for e in ended.values()), default=time.monotonic())
     errors = sum(e[1] for e in ended.values()) + n - len(sent)
-    return Load(sent, last, errors, usage.ru_utime + usage.ru_stime)
+    return Load(sent, last, errors, usage.ru_utime + usage.ru_stime, late)
 
 
 def _end(path: Path) -> tuple[float, int] | None:
@@ -181,9 +210,10 @@ def _end(path: Path) -> tuple[float, int] | None:
 # -- the fallback: httpx clients in separate processes ---------------------------------------
 def _client_proc(
     url: str, token: str, job: Callable[[str], dict[str, Any]], mine: list[str], threads: int,
-    out: Any,
+    out: Any, rate: float, t0: float,
 ) -> None:  # fmt: skip
     sent: dict[str, float] = {}
+    late: list[float] = []
     errors = [0]
     last = [0.0]
     lock = threading.Lock()
@@ -192,10 +222,15 @@ def _client_proc(
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
             for name in part:
+                due = t0 + int(name.rpartition("-")[2]) / rate if rate > 0 else 0.0
+                if due > time.monotonic():
+                    time.sleep(due - time.monotonic())
                 t = time.monotonic()
                 r = c.post(JOBS, json=job(name))
                 with lock:
                     sent[name] = t
+                    if rate > 0:
+                        late.append(t - due)
                     last[0] = max(last[0], time.monotonic())
                     errors[0] += r.status_code != 201
 
@@ -204,37 +239,41 @@ def _client_proc(
         t.start()
     for t in ts:
         t.join()
-    out.put((sent, last[0], errors[0]))
+    out.put((sent, last[0], errors[0], late))
 
 
 def run_processes(
-    url: str, token: str, job: Callable[[str], dict[str, Any]], n: int, clients: int
-) -> Load:
-    """``clients`` httpx clients over two processes (threads within each), each Job once."""
+    url: str, token: str, job: Callable[[str], dict[str, Any]], n: int, clients: int,
+    rate: float = 0.0,
+) -> Load:  # fmt: skip
+    """``clients`` httpx clients over two processes (threads within each), each Job once (at
+    ``rate`` per second if given: Job i is due ``i / rate`` seconds after the clients start)."""
     procs_n = min(clients, 2)
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     before = os.times()
     all_names = names(n)
+    t0 = time.monotonic() + 1.0  # the spawned processes import httpx first
     ps = [
         ctx.Process(
             target=_client_proc,
-            args=(url, token, job, all_names[i::procs_n], max(1, clients // procs_n), q),
+            args=(url, token, job, all_names[i::procs_n], max(1, clients // procs_n), q, rate, t0),
         )
         for i in range(procs_n)
     ]
     for p in ps:
         p.start()
     sent: dict[str, float] = {}
-    last, errors = 0.0, 0
+    last, errors, late = 0.0, 0, []
     for _ in ps:
-        got, t, e = q.get()
+        got, t, e, lags = q.get()
         sent |= got
         last, errors = max(last, t), errors + e
+        late += lags
     for p in ps:
         p.join()
     after = os.times()
     cpu = (after.children_user - before.children_user) + (
         after.children_system - before.children_system
     )
-    return Load(sent, last, errors, cpu)
+    return Load(sent, last, errors, cpu, late)

@@ -7,18 +7,34 @@ process) are joined with ``gpuaas cluster join``; N Jobs (``--jobs``, 1,000 by d
 seconds or more at the target rate, so one slow second weighs less than in a one-second run) are
 created on the hub by 8 clients of a load generator outside this process (``bench/job_load.py``:
 ``wrk`` with a Lua script where installed, else httpx clients in two processes), whose CPU is
-printed beside the servers'. Figures:
+printed beside the servers'. By default the clients post as fast as the hub answers (a burst: the
+figures are those of a saturated machine, the latencies mostly queueing); with ``--rate R`` they
+post open-loop, Job i due ``i / R`` seconds after the start whatever the answers (see
+``job_load``), so dispatch latency is measured at an offered rate below saturation; how far the
+sends fell behind their due times is printed too (a late send hides that wait from the latency;
+wrk waits in whole milliseconds, so a send may also go up to 1 ms early). Figures:
 
 - admitted through the hub per second: N over the time from the first create to the last hub
   workload Admitted (its MultiKueue check Ready: a worker admitted its copy and the Job was
-  created there), seen on a watch of the hub's workloads;
-- dispatch latency, hub create to worker pod started (first seen running in the worker's
-  ``/runtime/pods``, polled every 50 ms: up to 50 ms late; not polled at all with
+  created there), seen on a watch of the hub's workloads (with ``--rate``, about the rate
+  offered, as long as the machine keeps up);
+- dispatch latency, hub create to worker pod started (first seen ``Running`` in the worker's
+  ``/runtime/pods``, polled every 50 ms: up to 50 ms late; ``Running`` once the pod's
+  ``pod_init`` process is spawned, as a Kubernetes pod is Running once its container started:
+  the command itself runs a few milliseconds later; not polled at all with
   ``--worker-runtime none``, where no pod ever runs, so the workers serve only MultiKueue),
   p50 and p99;
-- hub create to hub Admitted, p50 and p99.
+- hub create to hub Admitted, p50 and p99;
+- CPU seconds of each process over the run, and per workload admitted: a worker's own (its
+  pods' processes are not counted: they are its children only once reaped, after the run).
 
-Usage: python bench/multicluster.py [--jobs N] [--keep DIR] [--worker-runtime none]
+"Hub create" is the moment just before the create request was sent. With real pods (the
+default, ``--worker-runtime local``) every pod is ``pod_init`` (a Python process) running
+``sleep 120``: about 10 ms of CPU per pod to start on these cores (Python's own start is 6 of
+them), not in any figure above but in the machine's load average, printed too; at 2 cores that
+alone caps real pods well below the 200/s that ``--worker-runtime none`` reaches.
+
+Usage: python bench/multicluster.py [--jobs N] [--rate R] [--keep DIR] [--worker-runtime none]
                                    [--generator auto|wrk|processes]
 """
 
@@ -133,6 +149,9 @@ def main() -> None:
         help="the workers' runtime: local (real processes) or none (no pods: admission only)",
     )
     ap.add_argument("--generator", choices=("auto", "wrk", "processes"), default="auto")
+    ap.add_argument(
+        "--rate", type=float, default=0.0, help="post open-loop at R Jobs/s (default: a burst)"
+    )
     args = ap.parse_args()
     speed = python_speed()  # before any server starts: the machine as the bench found it
     use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
@@ -228,9 +247,11 @@ def main() -> None:
         }
         wait = max(120.0, args.jobs / 2)
         if use_wrk:
-            load = job_load.run_wrk(hub.url, hub.admin_token, _job, args.jobs, 8, finished, wait)
+            load = job_load.run_wrk(
+                hub.url, hub.admin_token, _job, args.jobs, 8, finished, wait, args.rate
+            )
         else:
-            load = job_load.run_processes(hub.url, hub.admin_token, _job, args.jobs, 8)
+            load = job_load.run_processes(hub.url, hub.admin_token, _job, args.jobs, 8, args.rate)
             deadline = load.last_answer + wait
             while time.monotonic() < deadline and not finished():
                 time.sleep(0.1)
@@ -249,12 +270,16 @@ def main() -> None:
         lat_admit = [admitted[n] - created[n] for n in done]
         lat_pod = [started[n] - created[n] for n in names if n in started]
         gen = "wrk + Lua" if use_wrk else "httpx client processes"
+        offered = f"open loop at {args.rate:g}/s" if args.rate > 0 else "a burst"
         print(f"MultiKueue bench: hub + 3 workers on this machine, {args.jobs} Jobs, "
-              f"8 clients ({gen})")  # fmt: skip
+              f"8 clients ({gen}), {offered}")  # fmt: skip
         print(f"  {speed}")
         span = max(t_created - t0, 1e-9)
         print(f"  created on the hub in {span:.2f} s ({args.jobs / span:.0f}/s, "
               f"{load.errors} errors)")  # fmt: skip
+        if load.late:
+            print(f"  sends behind their due times: p50 {_pct(load.late, 50) * 1000:.1f} ms, "
+                  f"p99 {_pct(load.late, 99) * 1000:.1f} ms, max {max(load.late) * 1000:.1f} ms")  # fmt: skip
         print(f"  admitted through the hub: {len(done)}/{args.jobs} in {last - t0:.2f} s: "
               f"{rate:.1f} workloads/s   (Kueue: {KUEUE_FIGURE})")  # fmt: skip
         print(f"  hub create -> hub Admitted: p50 {_pct(lat_admit, 50):.3f} s, "

@@ -113,7 +113,7 @@ def test_a_running_pod_init_waits_without_waking(tmp_path: Path) -> None:
     spawned = procs.spawn(["sleep", "30"], dict(os.environ), tmp_path / "log", exit_path)
     try:
         deadline = time.monotonic() + 10
-        while len(procs.descendants(spawned.pid)) < 2:  # sh, then sleep, are running
+        while len(procs.descendants(spawned.pid)) < 1:  # sleep, its command, is running
             assert time.monotonic() < deadline, "the pod's command never started"
             time.sleep(0.02)
         before = _switches(spawned.pid)
@@ -124,3 +124,63 @@ def test_a_running_pod_init_waits_without_waking(tmp_path: Path) -> None:
     finally:
         os.killpg(spawned.pgid, 9)
         os.waitpid(spawned.pid, 0)
+
+
+def test_the_command_gets_sigpipe_at_its_default(runtime: LocalRuntime) -> None:
+    """Python ignores SIGPIPE and an ignored signal stays ignored across exec (a shell cannot
+    even undo it): pod_init gives the command the default, as a container's process has, so a
+    writer into a closed pipe dies of SIGPIPE (141) instead of living on."""
+    runtime.start("ns/w", [PodSpec("p-0", ("sh", "-c", "kill -PIPE $$; exit 3"))], backoff_limit=0)
+    _, seen = wait_for(runtime, EventKind.FAILED, "ns/w")
+    assert [e.exit_code for e in seen if e.kind == EventKind.POD_FAILED] == [141]
+
+
+@pytest.mark.parametrize(
+    ("command", "workdir", "code"),
+    [
+        (["sh", "-c", "kill -TERM $$"], "", 143),  # 128 + SIGTERM, as a shell says it
+        (["sh", "-c", "exit 5"], "", 5),
+        (["no-such-command-gpuaas"], "", 127),
+        (["true"], "/no/such/dir", 126),
+    ],
+)
+def test_pod_init_records_the_exit_code_a_re_adopted_pod_is_judged_by(
+    tmp_path: Path, command: list[str], workdir: str, code: int
+) -> None:
+    """The file is all a server that crashed and re-adopts the pod has (the pod is no longer its
+    child): it says what the leader's own exit status says, for a signal too."""
+    exit_path = tmp_path / "exit"
+    spawned = procs.spawn(command, dict(os.environ), tmp_path / "log", exit_path, workdir or None)
+    _, status = os.waitpid(spawned.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == code
+    assert procs.read_exit_code(exit_path) == code
+
+
+def test_one_pass_over_proc_finds_what_a_pass_per_pod_finds(tmp_path: Path) -> None:
+    """A poll sweeps every ended pod with one read of /proc (a graceful stop of 100 pods read
+    /proc 200 times): by token and by group it must find what the per-pod reads find."""
+    pods = []
+    try:
+        for token in ("aaaa", "bbbb"):
+            env = dict(os.environ, **{procs.POD_UID_ENV: token})
+            pods.append(
+                (
+                    token,
+                    procs.spawn(["sleep", "30"], env, tmp_path / token, tmp_path / f"{token}.x"),
+                )
+            )
+        for _, spawned in pods:
+            deadline = time.monotonic() + 10
+            while not procs.descendants(spawned.pid):
+                assert time.monotonic() < deadline, "the pod's command never started"
+                time.sleep(0.02)
+        table = procs.scan_leftovers(["aaaa", "bbbb", "cccc"], [s.pgid for _, s in pods])
+        for token, spawned in pods:
+            assert sorted(table.by_token[token]) == sorted(procs.processes_with_token(token))
+            assert sorted(table.by_group[spawned.pgid]) == sorted(procs.group_members(spawned.pgid))
+            assert len(table.by_token[token]) == 2  # pod_init and sleep
+        assert table.by_token["cccc"] == []
+    finally:
+        for _, spawned in pods:
+            os.killpg(spawned.pgid, 9)
+            os.waitpid(spawned.pid, 0)

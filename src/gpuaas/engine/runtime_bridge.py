@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.core.decisions import Admit, Decision, Evict
+from gpuaas.core.decisions import Admit, Decision, Delete, Evict
 from gpuaas.core.state import Event, Phase
 from gpuaas.engine.views import HOLDING, WorkloadView
 from gpuaas.inventory import NodeInventory, flavor_matches_node
@@ -49,7 +49,8 @@ from gpuaas.runtimes import (
     workbench,
 )
 from gpuaas.runtimes.podspecs import RunPlan
-from gpuaas.vocab.kinds import NOTEBOOK, WORKLOAD
+from gpuaas.store.records import ObjectKey
+from gpuaas.vocab.kinds import BY_KIND, NOTEBOOK, WORKLOAD
 from gpuaas.vocab.multikueue import runs_pods_here
 from gpuaas.vocab.ray_status import active_deadline
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
+SWEEP_SECONDS = 1.0  # between the tick's passes over every running and waiting workload
 DEADLINE_EXCEEDED = "DeadlineExceeded"  # KubeRay's reason for a RayJob past its deadline
 _READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
@@ -81,6 +83,10 @@ class RuntimeBridge:
         self.node = node
         self._engine: Engine | None = None
         self._to_start: set[str] = set()  # admitted, pods not started yet (retried each poll)
+        # Of those, a MultiKueue worker's copies of Workloads waiting for the Job the manager
+        # creates next: a settle retries them only once a job object of their name is stored.
+        self._awaiting_job: set[str] = set()
+        self._swept_at = float("-inf")  # engine time of the tick's last pass over every run
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
         self._deadlines: dict[str, int | None] = {}  # running RayJob -> activeDeadlineSeconds
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
@@ -116,8 +122,13 @@ class RuntimeBridge:
             for ev in self.runtime.poll():
                 self._on_runtime_event(engine, ev, now)
             self._enforce_deadlines(engine, now)
-            self._stop_unwanted(engine)
-            self._start_pending(engine, now)
+            # The settles stop and drop what they decide about; this pass over every running
+            # workload (a view each) is the safety net, once a second rather than every poll.
+            sweep = not now - SWEEP_SECONDS < self._swept_at
+            if sweep:
+                self._swept_at = now
+                self._stop_unwanted(engine)
+            self._start_pending(engine, now, recheck_all=sweep)
             self._report_pods_ready(engine, now)
 
     def on_decisions(self, engine: Engine, decisions: Sequence[Decision], now: float) -> None:
@@ -131,10 +142,15 @@ class RuntimeBridge:
                         self._to_start.add(d.workload)
                     case Evict():
                         self._to_start.discard(d.workload)
+                        self._awaiting_job.discard(d.workload)
                         self._stop_or_confirm(engine, d.workload, running, now)
+                    case Delete():
+                        self._started(d.workload)  # a MultiKueue copy that lost: nothing to start
                     case _:
                         pass
-            self._stop_unwanted(engine)
+            # Only what this settle decided about can have stopped being held (deleted,
+            # finished, deactivated); the tick's pass checks every running workload.
+            self._stop_unwanted(engine, {d.workload for d in decisions})
             self._start_pending(engine, now)
             for rev in self.runtime.poll():  # record the starts now, in this settle's audit trail
                 self._on_runtime_event(engine, rev, now)
@@ -238,6 +254,7 @@ class RuntimeBridge:
         self._epoch = engine.epoch
         running = self.runtime.running()
         self._to_start.clear()
+        self._awaiting_job.clear()
         self._ready.clear()  # the rebuilt engine has no PodsReady conditions yet
         for w in engine.workloads(phases=HOLDING):
             if w.phase == Phase.EVICTING:
@@ -258,29 +275,47 @@ class RuntimeBridge:
         elif not run.stopping:
             self.runtime.stop(key)
 
-    def _stop_unwanted(self, engine: Engine) -> None:
-        """Pods of workloads that were deleted, finished or never admitted are stopped."""
+    def _stop_unwanted(self, engine: Engine, keys: Collection[str] | None = None) -> None:
+        """Pods of workloads that were deleted, finished or never admitted are stopped: those of
+        ``keys`` only if given (a settle's decisions: a view per running workload at every
+        settle made a burst of N pods cost N squared views), else every running workload's."""
         running = self.runtime.running()
         if not running:
             return
-        held = {w.key for w in engine.workloads(keys=running.keys(), phases=HOLDING)}
-        for key, run in running.items():
-            if key not in held and not run.stopping:
+        candidates = list(running) if keys is None else [k for k in keys if k in running]
+        if not candidates:
+            return
+        held = {w.key for w in engine.workloads(keys=candidates, phases=HOLDING)}
+        for key in candidates:
+            if key not in held and not running[key].stopping:
                 self.runtime.stop(key)
 
-    def _start_pending(self, engine: Engine, now: float) -> None:
+    def _start_pending(self, engine: Engine, now: float, *, recheck_all: bool = False) -> None:
+        """Start what waits to start. A worker's copy still waiting for its Job is tried again
+        only once a job object of its name is stored, or at the tick (``recheck_all``), which
+        also drops copies deleted meanwhile: trying each waiting copy at every settle (a view
+        and its manifest decoded) was most of a MultiKueue worker's CPU during a burst."""
         if not self._to_start:
             return
-        admitted = {w.key: w for w in engine.workloads(keys=self._to_start)}
-        for key in sorted(self._to_start):
+        keys = self._to_start
+        if not recheck_all and self._awaiting_job:
+            keys = keys - {k for k in self._awaiting_job if not _job_stored(engine, k)}
+            if not keys:
+                return
+        admitted = {w.key: w for w in engine.workloads(keys=keys)}
+        for key in sorted(keys):
             w = admitted.get(key)
             if w is None or w.phase != Phase.ADMITTED or w.awaiting_checks:
-                self._to_start.discard(key)
-                self._warned.pop(key, None)
+                self._started(key)
                 continue
             if self._start(engine, w, now):
-                self._to_start.discard(key)
-                self._warned.pop(key, None)
+                self._started(key)
+
+    def _started(self, key: str) -> None:
+        """``key`` no longer waits to start (started, failed, or no longer admitted)."""
+        self._to_start.discard(key)
+        self._awaiting_job.discard(key)
+        self._warned.pop(key, None)
 
     def _report_pods_ready(self, engine: Engine, now: float) -> None:
         """Kueue's waitForPodsReady: tell the engine when every pod of a workload runs (or has
@@ -365,8 +400,11 @@ class RuntimeBridge:
             return True
         if not runs_pods_here(manifest):
             # A MultiKueue manager's Job runs on a worker; a worker's copy of a Workload waits
-            # for the Job its manager creates next (tried again at each poll).
-            return manifest.get("kind") != WORKLOAD.kind
+            # for the Job its manager creates next (tried again once it is stored).
+            if manifest.get("kind") != WORKLOAD.kind:
+                return True
+            self._awaiting_job.add(key)
+            return False
         try:
             plan = self._plan(st, manifest)
         except PodSpecError as exc:
@@ -495,3 +533,14 @@ class RuntimeBridge:
         self._warned[key] = message
         log.warning("Workload %s: %s", key, message)
         engine.record_event(Event(now, "Warning", reason, f"Workload {key}", message, workload=key))
+
+
+_JOB_GKS = tuple(k.gk for k in BY_KIND.values() if k.job)
+
+
+def _job_stored(engine: Engine, key: str) -> bool:
+    """Whether a job object named as the workload ``key`` is stored (the Job a MultiKueue
+    manager creates for its worker's copy takes the copy's name): a lookup, nothing decoded
+    while there is none."""
+    ns, _, name = key.partition("/")
+    return any(engine.stored(ObjectKey(gk, ns, name)) is not None for gk in _JOB_GKS)

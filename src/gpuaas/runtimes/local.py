@@ -5,7 +5,7 @@ Job's backoffLimit, stop them (SIGTERM to each process group, SIGKILL after the 
 say ``Stopped`` only when every process is gone, because the engine releases quota only then, as
 Kueue waits for pods to terminate. It decides nothing about admission.
 
-Where pods run: on the host by default (``/bin/sh`` wrapper, then the container's command and
+Where pods run: on the host by default (``pod_init``, then the container's command and
 args; busybox ``sleep 3600`` runs as ``sleep 3600``); through podman or docker only when created
 with ``container_engine=...`` (see ``runtimes.container``, untested here).
 
@@ -51,7 +51,7 @@ from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
 from gpuaas.runtimes.ray_rendezvous import read_dir
 
 _SCRUBBED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-KILLED_EXIT_CODE = 137  # a pod whose wrapper was killed while the server was down
+KILLED_EXIT_CODE = 137  # a pod whose pod_init was killed while the server was down
 
 
 @dataclass(slots=True)
@@ -61,6 +61,7 @@ class _Pod:
     exit_code: int | None = None
     gone: bool = False
     group_known: bool = True  # pgid still names this pod's group (False: leader died unseen)
+    exit_path: Path | None = None  # where pod_init writes its code (built once, read each poll)
 
     @property
     def name(self) -> str:
@@ -89,6 +90,7 @@ class LocalRuntime:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._dir = RuntimeDir(Path(root))
+        self._pod_init = procs.compiled_pod_init(self._dir.root)
         self._gpus = GpuAllocator(gpus)
         self._engine = container_engine
         if container_engine is not None:
@@ -101,6 +103,10 @@ class LocalRuntime:
         self._clock = clock
         self._runs: dict[str, _Run] = {}
         self._events: list[RuntimeEvent] = []
+        # What ``running()`` answers, built again only after a pod or run changed: the bridge,
+        # the API's pod list and job statuses ask many times a second, and each answer was a
+        # status per pod.
+        self._shown: dict[str, WorkloadRun] | None = None
 
     # -- the Runtime protocol ------------------------------------------------------------------
 
@@ -138,6 +144,7 @@ class LocalRuntime:
             self._abort(run)
             raise RuntimeRequestError(f"Workload {key}: cannot start its pods: {exc}") from None
         self._runs[key] = run
+        self._shown = None
         self._emit(EventKind.STARTED, key, message=f"{len(pods)} pod(s), restart {restart_count}")
 
     def stop(self, key: str, grace_seconds: float | None = None) -> bool:
@@ -145,23 +152,36 @@ class LocalRuntime:
         if run is None:
             return False
         run.record.stopping = True
+        self._shown = None
         self._dir.write_workload(run.record)
         self._terminate(run, grace_seconds)
         return True
 
     def poll(self) -> list[RuntimeEvent]:
         now = self._clock()
+        ended = [
+            (run, pod)
+            for run in list(self._runs.values())
+            for pod in run.pods.values()
+            if not pod.gone and self._leader_gone(run, pod, now)
+        ]
+        if ended:  # one pass over /proc for every pod whose leader is gone, not one each
+            table = procs.scan_leftovers(
+                [pod.record.token for _, pod in ended],
+                [p.record.pgid for _, p in ended if p.group_known and p.record.pgid is not None],
+            )
+            for run, pod in ended:
+                self._sweep_pod(run, pod, table)
         for run in list(self._runs.values()):
-            for pod in run.pods.values():
-                if not pod.gone:
-                    self._poll_pod(run, pod, now)
             if all(pod.gone for pod in run.pods.values()):
                 self._finish(run)
         events, self._events = self._events, []
         return events
 
     def running(self) -> dict[str, WorkloadRun]:
-        return {key: self._status(run) for key, run in sorted(self._runs.items())}
+        if self._shown is None:
+            self._shown = {key: self._status(run) for key, run in sorted(self._runs.items())}
+        return dict(self._shown)
 
     def adopt(self) -> list[str]:
         adopted = []
@@ -176,6 +196,7 @@ class LocalRuntime:
             for record in pods:
                 run.pods[record.spec.name] = self._adopt_pod(key, record)
             self._runs[key] = run
+            self._shown = None
             adopted.append(key)
             alive = sum(not p.leader_done for p in run.pods.values())
             self._emit(EventKind.ADOPTED, key, message=f"{alive} of {len(pods)} pod(s) alive")
@@ -270,6 +291,7 @@ class LocalRuntime:
         if self._engine is not None:
             uuids = [self._gpus.visible_devices([i])[1] for i in rec.gpus]
             argv, workdir = container.run_argv(self._engine, key, rec.spec, env, uuids), None
+        pod.exit_path = self._dir.exit_path(key, rec.spec.name)
         cgroup = create_pod_cgroup(
             self.limits,
             f"{key.replace('/', '.')}.{rec.spec.name}.{rec.token}",
@@ -280,31 +302,40 @@ class LocalRuntime:
             argv,
             env,
             self._dir.log_path(key, rec.spec.name),
-            self._dir.exit_path(key, rec.spec.name),
+            pod.exit_path,
             workdir,
             cgroup,
+            self._pod_init,
         )
         rec.pid, rec.pgid, rec.start_time = spawned.pid, spawned.pgid, spawned.start_time
         rec.cgroup, rec.kill_at = (str(cgroup) if cgroup else None), None
         pod.leader_done, pod.exit_code, pod.gone, pod.group_known = False, None, False, True
+        self._shown = None
         self._dir.write_pod(key, rec)
 
-    def _poll_pod(self, run: _Run, pod: _Pod, now: float) -> None:
+    def _leader_gone(self, run: _Run, pod: _Pod, now: float) -> bool:
+        """Whether the pod's leader has exited (reaped, or gone while no server watched); SIGKILL
+        it once its grace period is over."""
         rec = pod.record
         if not pod.leader_done:
             if rec.pid is None:
                 pod.leader_done, pod.group_known = True, False
             else:
-                done, code = procs.wait_leader(
-                    rec.pid, rec.start_time, self._dir.exit_path(run.key, pod.name)
-                )
+                if pod.exit_path is None:
+                    pod.exit_path = self._dir.exit_path(run.key, pod.name)
+                done, code = procs.wait_leader(rec.pid, rec.start_time, pod.exit_path)
                 if not done:
                     if rec.kill_at is not None and now >= rec.kill_at:
                         self._kill(run, pod)
-                    return
+                    return False
                 pod.leader_done, pod.exit_code = True, code
-        # The leader is gone: as when a container's main process exits, the rest is killed.
-        leftovers = self._leftovers(pod)
+            self._shown = None
+        return True
+
+    def _sweep_pod(self, run: _Run, pod: _Pod, table: procs.Leftovers) -> None:
+        """The leader is gone: as when a container's main process exits, the rest is killed;
+        once nothing is left the pod is drained."""
+        leftovers = self._leftovers(pod, table)
         if leftovers:
             procs.kill_pids(leftovers)
             return
@@ -337,6 +368,7 @@ class LocalRuntime:
             self._emit(EventKind.POD_FAILED, run.key, pod.name, code, "backoffLimit exceeded")
             self._terminate(run, None)
         pod.gone = True
+        self._shown = None
         self._gpus.release(run.key, pod.name)
         self._dir.remove_pod(run.key, pod.name)
 
@@ -351,6 +383,7 @@ class LocalRuntime:
             wl.outcome, kind = "Succeeded", EventKind.SUCCEEDED
         self._dir.write_workload(wl)
         del self._runs[run.key]
+        self._shown = None
         self._emit(kind, run.key, message=f"exit codes {codes}, {wl.failures} failure(s)")
 
     def _terminate(self, run: _Run, grace_seconds: float | None) -> None:
@@ -364,6 +397,7 @@ class LocalRuntime:
             if rec.kill_at is not None and rec.kill_at <= kill_at:
                 continue  # already terminating with an earlier deadline
             rec.kill_at = kill_at
+            self._shown = None
             self._dir.write_pod(run.key, rec)
             if grace <= 0:
                 self._kill(run, pod)
@@ -380,13 +414,14 @@ class LocalRuntime:
         if self._engine is not None:
             _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
 
-    def _leftovers(self, pod: _Pod) -> list[int]:
+    def _leftovers(self, pod: _Pod, table: procs.Leftovers) -> list[int]:
         """Processes of this pod still alive: its leader's descendants (the leader is a subreaper,
         so ``setsid``, ``env -i`` or a double fork cannot leave that tree), its group, and
-        anything that still carries the pod's token (found even when the leader is gone)."""
-        found = set(procs.processes_with_token(pod.record.token))
+        anything that still carries the pod's token (found even when the leader is gone), the
+        last two from ``table`` (one pass over /proc for all the pods a poll sweeps)."""
+        found = set(table.by_token.get(pod.record.token, ()))
         if pod.group_known and pod.record.pgid is not None:
-            found.update(procs.group_members(pod.record.pgid))
+            found.update(table.by_group.get(pod.record.pgid, ()))
         if pod.record.pid is not None:
             found.update(procs.descendants(pod.record.pid, pod.record.start_time))
         found.update(procs.cgroup_members(Path(pod.record.cgroup) if pod.record.cgroup else None))
@@ -398,7 +433,7 @@ class LocalRuntime:
         if record.pid is not None and procs.leader_alive(record.pid, record.start_time):
             return pod
         # The leader died while no server watched: its pgid may be reused, so find leftovers
-        # by the pod's token, and take the exit code the wrapper wrote (none if it was killed).
+        # by the pod's token, and take the exit code pod_init wrote (none if it was killed).
         pod.leader_done, pod.group_known = True, False
         pod.exit_code = procs.read_exit_code(self._dir.exit_path(key, record.spec.name))
         procs.kill_pids(procs.processes_with_token(record.token))
