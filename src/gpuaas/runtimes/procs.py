@@ -18,7 +18,7 @@ import py_compile
 import signal
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,10 +133,9 @@ def group_members(pgid: int) -> list[int]:
 PGRP_FIELD, SESSION_FIELD = 2, 3
 
 
-def live_with_stat_field(index: int, value: int, spare: frozenset[int] = frozenset()) -> list[int]:
-    """Live (non-zombie) pids whose /proc stat field ``index`` equals ``value`` (a process
-    group or a session), read from /proc so processes that changed group are seen too."""
-    found = []
+def _live_stats(spare: frozenset[int] = frozenset()) -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name) of every live (non-zombie)
+    process but those in ``spare``: the one walk over /proc that the lookups below share."""
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in spare:
             continue
@@ -145,9 +144,25 @@ def live_with_stat_field(index: int, value: int, spare: frozenset[int] = frozens
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > index and int(fields[index]) == value and fields[0] not in ("Z", "X"):
-            found.append(int(name))
-    return found
+        if fields and fields[0] not in ("Z", "X"):
+            yield int(name), fields
+
+
+def _environ(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+
+
+def live_with_stat_field(index: int, value: int, spare: frozenset[int] = frozenset()) -> list[int]:
+    """Live (non-zombie) pids whose /proc stat field ``index`` equals ``value`` (a process
+    group or a session), read from /proc so processes that changed group are seen too."""
+    return [
+        pid
+        for pid, fields in _live_stats(spare)
+        if len(fields) > index and int(fields[index]) == value
+    ]
 
 
 def processes_with_token(token: str) -> list[int]:
@@ -156,21 +171,7 @@ def processes_with_token(token: str) -> list[int]:
     The token survives pid reuse and ``setsid``: it is how leftovers of a pod whose leader is
     gone (or was never recorded, if the server died right after spawning) are found.
     """
-    needle = f"{POD_UID_ENV}={token}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        if state[state.rfind(")") + 2 :][:1] in ("Z", "X"):
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(name))
-    return found
+    return scan_leftovers([token], ()).by_token[token]
 
 
 @dataclass(slots=True)
@@ -189,26 +190,13 @@ def scan_leftovers(tokens: Collection[str], pgids: Collection[int]) -> Leftovers
     marker = POD_UID_ENV.encode()
     groups = set(pgids)
     out = Leftovers({t: [] for t in tokens}, {g: [] for g in groups})
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) <= PGRP_FIELD or fields[0] in ("Z", "X"):
-            continue
-        pid = int(name)
-        if int(fields[PGRP_FIELD]) in groups:
+    for pid, fields in _live_stats():
+        if len(fields) > PGRP_FIELD and int(fields[PGRP_FIELD]) in groups:
             out.by_group[int(fields[PGRP_FIELD])].append(pid)
         if not want:
             continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        if marker in environ:
+        environ = _environ(pid)
+        if environ is not None and marker in environ:
             for var in environ.split(b"\0"):
                 token = want.get(var)
                 if token is not None:
