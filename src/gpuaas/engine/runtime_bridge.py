@@ -124,7 +124,7 @@ class RuntimeBridge:
             self._enforce_deadlines(engine, now)
             # The settles stop and drop what they decide about; this pass over every running
             # workload (a view each) is the safety net, once a second rather than every poll.
-            sweep = not now - SWEEP_SECONDS < self._swept_at
+            sweep = now - self._swept_at >= SWEEP_SECONDS
             if sweep:
                 self._swept_at = now
                 self._stop_unwanted(engine)
