@@ -82,9 +82,7 @@ def test_jobs_run_log_and_are_preempted_for_real(server: ServerProcess, tmp_path
         for doc in _docs("setup.yaml"):
             _create(c, doc)
         _create(c, _job("team-b-job.yaml", "echo hi; sleep 30"))
-        before = time.time()
         dev = _until(c, lambda c: _pods(c, "team-b/team-b-job"))[0]
-        assert before - 2 <= dev["started"] <= time.time()  # its process start (Unix time, psutil)
         logs = f"{GPUAAS}/namespaces/team-b/workloads/team-b-job/logs"
         assert _until(c, lambda c: c.get(logs).text) == "hi\n"
         env = {"GPUAAS_SERVER": server.url, "GPUAAS_TOKEN": server.admin_token,

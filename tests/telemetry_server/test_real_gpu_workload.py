@@ -70,10 +70,6 @@ def _series(c: httpx.Client, name: str) -> list[tuple[dict[str, str], float]]:
     return []
 
 
-def _held(c: httpx.Client) -> list[tuple[dict[str, str], float]]:
-    return _series(c, "DCGM_FI_DEV_GPU_UTIL")
-
-
 def _of(series: list[tuple[dict[str, str], float]], uuid: str) -> float | None:
     return next((value for labels, value in series if labels["UUID"] == uuid), None)
 
@@ -126,7 +122,7 @@ def test_a_jobs_cuda_load_shows_on_its_pinned_gpu(tmp_path: Path) -> None:
             busy: tuple[dict[str, str], float] | None = None
             deadline = time.monotonic() + LOAD_SECONDS - 5
             while time.monotonic() < deadline and busy is None:
-                seen = _held(c)
+                seen = _series(c, "DCGM_FI_DEV_GPU_UTIL")
                 busy = next(
                     (
                         (labels, value)

@@ -104,8 +104,6 @@ def install(app: FastAPI) -> None:
                             "restarts": p.restarts,
                             "phase": p.phase,
                             "exitCode": p.exit_code,
-                            # its current attempt's first process started (Unix time, s)
-                            "started": p.started,
                         }
                         for p in run.pods
                     ],
