@@ -18,6 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpuaas.runtimes.procs import LEADER_PREFIX
+
 pytest_plugins = ["pytester"]  # tests/test_service_policy.py runs pytest on this very policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +92,10 @@ def _orphaned_pods(basetemp: str | None) -> list[psutil.Process]:
                 continue
             env = p.environ()
             ours = env.get(SESSION_ENV) == os.environ.get(SESSION_ENV)
-            if "GPUAAS_POD_UID" in env and ours and p.status() != psutil.STATUS_ZOMBIE:
+            # a pod's leader forked by the pod launcher has the launcher's environment and the
+            # pod's token in its name instead
+            pod = "GPUAAS_POD_UID" in env or p.name().startswith(LEADER_PREFIX)
+            if pod and ours and p.status() != psutil.STATUS_ZOMBIE:
                 found.append(p)
         except psutil.Error:
             continue

@@ -40,6 +40,10 @@ def make_runtime(tmp_path: Path) -> Iterator[MakeRuntime]:
         runtime.shutdown(grace_seconds=0)
 
 
-@pytest.fixture
-def runtime(make_runtime: MakeRuntime) -> LocalRuntime:
-    return make_runtime()
+@pytest.fixture(params=[True, False], ids=["launcher", "spawn"])
+def runtime(make_runtime: MakeRuntime, request: pytest.FixtureRequest) -> LocalRuntime:
+    """Both ways a pod's leader starts: forked by the runtime's pod launcher (the default) and
+    spawned as a fresh ``pod_init`` (where no launcher runs, or once it is gone)."""
+    made = make_runtime(launcher=request.param)
+    assert (made._launcher is not None) is request.param
+    return made

@@ -1,9 +1,10 @@
 """GPU pinning invariant with real processes: no GPU is ever visible to two live pods.
 
 Fifty workloads with random pod and GPU counts start and stop in a seeded random order. After
-every step the test reads ``CUDA_VISIBLE_DEVICES`` from the environment of each live pod
-process (``/proc/<pid>/environ``), so it checks what the processes really got, not what the
-allocator believes.
+every step the test reads ``CUDA_VISIBLE_DEVICES`` from the environment of each live pod's
+command (``/proc/<pid>/environ`` of its leader's child: a leader forked by the pod launcher shows
+the launcher's environment), so it checks what the processes really got, not what the allocator
+believes.
 """
 
 from __future__ import annotations
@@ -39,15 +40,18 @@ def live_pinning(runtime: LocalRuntime) -> dict[int, list[str]]:
     return seen
 
 
-def _environ(pid: int) -> dict[str, str] | None:
-    """A process's environment; empty for a moment right after spawning, so wait for it."""
+def _environ(leader: int) -> dict[str, str] | None:
+    """The environment of the pod's command (its leader's child, once it carries the pod's
+    token): the child may not exist yet, and until it execs the command it is a copy of the
+    leader, with the launcher's environment, so wait for both."""
     deadline = time.monotonic() + 2
     while True:
         try:
-            env = psutil.Process(pid).environ()
+            children = psutil.Process(leader).children()
+            env = children[0].environ() if children else {}
         except psutil.NoSuchProcess:
             return None
-        if env or time.monotonic() > deadline:
+        if "GPUAAS_POD_UID" in env or time.monotonic() > deadline:
             return env
         time.sleep(0.005)
 

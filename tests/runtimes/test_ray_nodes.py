@@ -23,21 +23,21 @@ TYPE = "node.kubernetes.io/instance-type"
 
 
 def _record(
-    node_id: str, name: str, gpus: int, alive: bool = True, **labels: str
+    node_id: str, name: str, gpus: int, labels: dict[str, str] | None = None, alive: bool = True
 ) -> dict[str, Any]:
     return {
         "NodeID": node_id,
         "Alive": alive,
         "NodeManagerAddress": "10.0.0.1",
-        "Labels": {"kubernetes.io/hostname": name, "ray.io/node-id": node_id, **labels},
+        "Labels": {"kubernetes.io/hostname": name, "ray.io/node-id": node_id, **(labels or {})},
         "Resources": {"CPU": 16.0, "memory": 2.0**36, **({"GPU": float(gpus)} if gpus else {})},
     }
 
 
 RECORDS = [
     _record("c" * 56, "head", 0),
-    _record("a" * 56, "w1", 1, **{TYPE: L4_1, "nvidia.com/gpu.product": "NVIDIA-L4"}),
-    _record("b" * 56, "w2", 4, **{TYPE: L4_4}),
+    _record("a" * 56, "w1", 1, {TYPE: L4_1, "nvidia.com/gpu.product": "NVIDIA-L4"}),
+    _record("b" * 56, "w2", 4, {TYPE: L4_4}),
     _record("d" * 56, "gone", 2, alive=False),
 ]
 TAINTS = {"w2": (Taint("nvidia.com/gpu", "present", "NoSchedule"),)}

@@ -45,6 +45,7 @@ from gpuaas.runtimes.base import (
     check_pods,
 )
 from gpuaas.runtimes.gpus import GpuAllocator
+from gpuaas.runtimes.launcher import LauncherGone, PodLauncher
 from gpuaas.runtimes.limits import Limits, create_pod_cgroup, detect_limits, remove_pod_cgroup
 from gpuaas.runtimes.logs import follow_logs, read_logs
 from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
@@ -62,6 +63,10 @@ class _Pod:
     gone: bool = False
     group_known: bool = True  # pgid still names this pod's group (False: leader died unseen)
     exit_path: Path | None = None  # where pod_init writes its code (built once, read each poll)
+    launched: bool = (
+        False  # its leader is a child of this runtime's launcher, which reports its end
+    )
+    reported: int | None = None  # the exit code the launcher reported for it
 
     @property
     def name(self) -> str:
@@ -88,9 +93,14 @@ class LocalRuntime:
         cgroup_parent: Path | None = None,
         enforce_limits: bool = True,
         clock: Callable[[], float] = time.time,
+        launcher: bool = True,
     ) -> None:
         self._dir = RuntimeDir(Path(root))
         self._pod_init = procs.compiled_pod_init(self._dir.root)
+        # Pods' leaders forked by one long-lived process (``runtimes.pod_launcher``) rather than a
+        # Python started per pod; ``procs.spawn`` where it cannot run or once it is gone.
+        self._launcher = PodLauncher.start(self._dir.root) if launcher else None
+        self._launched: dict[int, _Pod] = {}  # leaders it forked and has not reported ended
         self._gpus = GpuAllocator(gpus)
         self._engine = container_engine
         if container_engine is not None:
@@ -159,6 +169,10 @@ class LocalRuntime:
 
     def poll(self) -> list[RuntimeEvent]:
         now = self._clock()
+        if self._launcher is not None:
+            self._apply_exits(self._launcher.exits())
+            if self._launcher.gone:
+                self._launcher_lost()
         ended = [
             (run, pod)
             for run in list(self._runs.values())
@@ -219,6 +233,9 @@ class LocalRuntime:
         for run in self._runs.values():  # past the timeout: nothing may survive the server
             self._terminate(run, 0.0)
         self.poll()
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher_lost()
 
     def describe(self) -> str:
         where = f"with {self._engine}" if self._engine else "as host processes"
@@ -298,20 +315,49 @@ class LocalRuntime:
             rec.spec.cpu_millis,
             rec.spec.memory_bytes,
         )
-        spawned = procs.spawn(
-            argv,
-            env,
-            self._dir.log_path(key, rec.spec.name),
-            pod.exit_path,
-            workdir,
-            cgroup,
-            self._pod_init,
+        spawned = self._start_leader(
+            pod, argv, env, self._dir.log_path(key, rec.spec.name), workdir, cgroup
         )
         rec.pid, rec.pgid, rec.start_time = spawned.pid, spawned.pgid, spawned.start_time
         rec.cgroup, rec.kill_at = (str(cgroup) if cgroup else None), None
         pod.leader_done, pod.exit_code, pod.gone, pod.group_known = False, None, False, True
         self._shown = None
         self._dir.write_pod(key, rec)
+
+    def _start_leader(
+        self, pod: _Pod, argv: list[str], env: dict[str, str], log: Path, workdir: str | None,
+        cgroup: Path | None,
+    ) -> procs.Spawned:  # fmt: skip
+        """The pod's leader, forked by the launcher (``procs.spawn`` where there is none)."""
+        assert pod.exit_path is not None
+        pod.reported = None
+        pod.launched = self._launcher is not None and not self._launcher.gone
+        if self._launcher is None or not pod.launched:
+            return procs.spawn(argv, env, log, pod.exit_path, workdir, cgroup, self._pod_init)
+        procs.forget_exit(pod.exit_path)
+        init_argv = procs.init_args(argv, pod.exit_path, workdir, cgroup)
+        try:
+            got = self._launcher.spawn(procs.leader_name(pod.record.token), log, env, init_argv)
+        except LauncherGone:
+            self._launcher_lost()
+            return self._start_leader(pod, argv, env, log, workdir, cgroup)
+        self._apply_exits(got.exits_before)  # before a reused pid is this pod's
+        self._launched[got.pid] = pod
+        return procs.Spawned(got.pid, got.pid, got.start_time)
+
+    def _apply_exits(self, exits: list[tuple[int, int]]) -> None:
+        for pid, code in exits:
+            pod = self._launched.pop(pid, None)
+            if pod is not None:
+                pod.reported = code
+
+    def _launcher_lost(self) -> None:
+        """The launcher is gone: its pods are followed as re-adopted ones are (pid and start time,
+        exit file) and new pods start by ``procs.spawn``."""
+        for pod in self._launched.values():
+            pod.launched = False
+        self._launched.clear()
+        self._launcher = None
 
     def _leader_gone(self, run: _Run, pod: _Pod, now: float) -> bool:
         """Whether the pod's leader has exited (reaped, or gone while no server watched); SIGKILL
@@ -323,7 +369,10 @@ class LocalRuntime:
             else:
                 if pod.exit_path is None:
                     pod.exit_path = self._dir.exit_path(run.key, pod.name)
-                done, code = procs.wait_leader(rec.pid, rec.start_time, pod.exit_path)
+                if pod.launched:
+                    done, code = pod.reported is not None, pod.reported
+                else:
+                    done, code = procs.wait_leader(rec.pid, rec.start_time, pod.exit_path)
                 if not done:
                     if rec.kill_at is not None and now >= rec.kill_at:
                         self._kill(run, pod)

@@ -31,26 +31,47 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NAME = 15
 _TERMINATING = (15, 2, 1)  # SIGTERM, SIGINT, SIGHUP (Linux numbers; _signal has the names too)
 
 
 def become_subreaper() -> None:
     """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` through ``_ctypes``: ``import ctypes`` costs a pod
     several milliseconds of CPU for the same call."""
-    try:
-        import _ctypes
-
-        class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
-            _type_ = "i"
-
-        class _Fn(_ctypes.CFuncPtr):  # a cdecl function returning int, as ctypes.CDLL's
-            _flags_ = _ctypes.FUNCFLAG_CDECL
-            _restype_ = _Int
-
-        prctl = _Fn(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"))  # type: ignore[arg-type]
-        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (ImportError, OSError, AttributeError, TypeError):
+    prctl = _prctl()
+    if prctl is None:
         _subreaper_with_ctypes()
+    else:
+        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # type: ignore[operator]
+
+
+def set_name(name: bytes) -> None:
+    """The calling process's name (``/proc/PID/comm``, 15 bytes at most): how a pod leader forked
+    by ``pod_launcher`` carries its pod's token, since its environment is the launcher's."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_NAME, name[:15], 0, 0, 0)  # type: ignore[operator]
+
+
+_PRCTL: list[object] = []  # the prctl function once built (the launcher builds it before forking)
+
+
+def _prctl() -> object | None:
+    if not _PRCTL:
+        try:
+            import _ctypes
+
+            class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
+                _type_ = "i"
+
+            class _Fn(_ctypes.CFuncPtr):  # a cdecl function returning int, as ctypes.CDLL's
+                _flags_ = _ctypes.FUNCFLAG_CDECL
+                _restype_ = _Int
+
+            _PRCTL.append(_Fn(_ctypes.dlsym(_ctypes.dlopen(None), "prctl")))  # type: ignore[arg-type]
+        except (ImportError, OSError, AttributeError, TypeError):
+            _PRCTL.append(None)
+    return _PRCTL[0]
 
 
 def _subreaper_with_ctypes() -> None:

@@ -63,22 +63,39 @@ def spawn(
     ``posix_spawn`` rather than ``subprocess.Popen``: the runtime waits for its pods by pid, and a
     dropped ``Popen`` object would warn about a child that is meant to outlive it.
     """
-    with contextlib.suppress(FileNotFoundError):
-        exit_path.unlink()
+    forget_exit(exit_path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),  # logs are the tenant's
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
-    init = [sys.executable, "-I", "-S", pod_init]
-    full = [*init, str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
+    full = [
+        sys.executable,
+        "-I",
+        "-S",
+        pod_init,
+        *init_args(argv, exit_path, working_dir, cgroup_dir),
+    ]
     pid = os.posix_spawn(sys.executable, full, env, file_actions=actions, setsid=True)
     try:
         start = psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:  # exited already; still our child, reaped later
         start = 0.0
     return Spawned(pid, pid, start)
+
+
+def init_args(
+    argv: list[str], exit_path: Path, working_dir: str | None, cgroup_dir: Path | None
+) -> list[str]:
+    """``pod_init``'s arguments: CGROUP EXITFILE WORKDIR COMMAND..."""
+    return [str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
+
+
+def forget_exit(exit_path: Path) -> None:
+    """Remove an earlier run's exit code before the pod starts again."""
+    with contextlib.suppress(FileNotFoundError):
+        exit_path.unlink()
 
 
 def wait_leader(pid: int, start_time: float, exit_path: Path) -> tuple[bool, int | None]:
@@ -133,9 +150,9 @@ def group_members(pgid: int) -> list[int]:
 PGRP_FIELD, SESSION_FIELD = 2, 3
 
 
-def _live_stats(spare: frozenset[int] = frozenset()) -> Iterator[tuple[int, list[str]]]:
-    """(pid, the fields of /proc/<pid>/stat after the command name) of every live (non-zombie)
-    process but those in ``spare``: the one walk over /proc that the lookups below share."""
+def _live_stats(spare: frozenset[int] = frozenset()) -> Iterator[tuple[int, str, list[str]]]:
+    """(pid, command name, the fields of /proc/<pid>/stat after the name) of every live
+    (non-zombie) process but those in ``spare``: the one walk over /proc the lookups share."""
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in spare:
             continue
@@ -143,9 +160,10 @@ def _live_stats(spare: frozenset[int] = frozenset()) -> Iterator[tuple[int, list
             stat = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
+        close = stat.rfind(")")
+        fields = stat[close + 2 :].split()
         if fields and fields[0] not in ("Z", "X"):
-            yield int(name), fields
+            yield int(name), stat[stat.find("(") + 1 : close], fields
 
 
 def _environ(pid: int) -> bytes | None:
@@ -160,13 +178,23 @@ def live_with_stat_field(index: int, value: int, spare: frozenset[int] = frozens
     group or a session), read from /proc so processes that changed group are seen too."""
     return [
         pid
-        for pid, fields in _live_stats(spare)
+        for pid, _, fields in _live_stats(spare)
         if len(fields) > index and int(fields[index]) == value
     ]
 
 
+def leader_name(token: str) -> str:
+    """The name (``/proc/PID/comm``, 15 bytes) of a pod's leader forked by ``pod_launcher``: its
+    environment is the launcher's, so the name is what carries the pod's token."""
+    return f"{LEADER_PREFIX}{token}"[:15]
+
+
+LEADER_PREFIX = "pod-"
+
+
 def processes_with_token(token: str) -> list[int]:
-    """Live processes whose environment carries this pod's ``GPUAAS_POD_UID``.
+    """Live processes whose environment carries this pod's ``GPUAAS_POD_UID``, or whose name is
+    its leader's (``leader_name``).
 
     The token survives pid reuse and ``setsid``: it is how leftovers of a pod whose leader is
     gone (or was never recorded, if the server died right after spawning) are found.
@@ -187,13 +215,17 @@ def scan_leftovers(tokens: Collection[str], pgids: Collection[int]) -> Leftovers
     pass per pod read every process's files once per pod, so a stop of N pods on a host of M
     processes read N x M files (seconds, with 100 pods, for a server's graceful stop)."""
     want = {f"{POD_UID_ENV}={t}".encode(): t for t in tokens}
+    leaders = {leader_name(t): t for t in tokens}
     marker = POD_UID_ENV.encode()
     groups = set(pgids)
     out = Leftovers({t: [] for t in tokens}, {g: [] for g in groups})
-    for pid, fields in _live_stats():
+    for pid, comm, fields in _live_stats():
         if len(fields) > PGRP_FIELD and int(fields[PGRP_FIELD]) in groups:
             out.by_group[int(fields[PGRP_FIELD])].append(pid)
         if not want:
+            continue
+        if comm in leaders:
+            out.by_token[leaders[comm]].append(pid)
             continue
         environ = _environ(pid)
         if environ is not None and marker in environ:
