@@ -101,6 +101,11 @@ class LocalRuntime:
         # Python started per pod; ``procs.spawn`` where it cannot run or once it is gone.
         self._launcher = PodLauncher.start(self._dir.root) if launcher else None
         self._launched: dict[int, _Pod] = {}  # leaders it forked and has not reported ended
+        self._base_env = {  # the server's environment, less ours and its GPUs, read once
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("GPUAAS_") and k not in _SCRUBBED_ENV
+        }
         self._gpus = GpuAllocator(gpus)
         self._engine = container_engine
         if container_engine is not None:
@@ -291,9 +296,7 @@ class LocalRuntime:
         rec, key = pod.record, run.key
         self._dir.write_pod(key, rec)  # token first: a crash right after spawning leaves a trace
         cuda, nvidia = self._gpus.visible_devices(rec.gpus)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUAAS_")}
-        for name in _SCRUBBED_ENV:
-            env.pop(name, None)
+        env = dict(self._base_env)
         env.update(rec.spec.env)
         env.update(
             CUDA_VISIBLE_DEVICES=cuda,

@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pod_init  # type: ignore[import-not-found]  # beside this file, by path
 
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+_own_pid, _own_name = 0, b""  # this process's, set by main()
 
 
 def _noop(_signum: int, _frame: object) -> None:
@@ -56,14 +57,14 @@ def _start_ticks(pid: int) -> int:
         return 0
 
 
-def _child(name: str, log_fd: int, env: dict[str, str], argv: list[str]) -> None:
+def _child(log_fd: int, ready_fd: int, env: dict[str, str], argv: list[str]) -> None:
     """The forked pod leader: never returns."""
     code = 127
     try:
-        pod_init.set_name(name.encode())
+        os.setsid()
+        os.close(ready_fd)  # the launcher answers once its session exists (see ``_launch``)
         _signal.set_wakeup_fd(-1)
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
-        os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log_fd, 1)
@@ -89,14 +90,27 @@ def _launch(line: bytes) -> bytes:
         return f"e {ident} bad request: {exc}\n".encode()
     except OSError as exc:
         return f"e {ident} cannot open log {log}: {exc.strerror or exc}\n".encode()
+    # Named before the fork, so the leader bears the pod's name from its first instant (a name
+    # it set itself would leave a moment where a crashed server's successor could miss it).
+    # The answer waits until the leader has its own session: the runtime may signal the pod's
+    # process group (its pid) at once, and a SIGTERM sent before that group exists would be lost.
+    pod_init.set_name(name.encode())
+    ready_r, ready_w = os.pipe()
     try:
         pid = os.fork()
     except OSError as exc:
-        os.close(log_fd)
+        os.close(ready_r)
         return f"e {ident} fork: {exc.strerror or exc}\n".encode()
+    finally:
+        if os.getpid() == _own_pid:  # the launcher, not the new leader
+            pod_init.set_name(_own_name)
+            os.close(log_fd)
+            os.close(ready_w)
     if pid == 0:
-        _child(name, log_fd, env, argv)
-    os.close(log_fd)
+        os.close(ready_r)
+        _child(log_fd, ready_w, env, argv)
+    os.read(ready_r, 1)  # end of file once the leader closed its end (or died)
+    os.close(ready_r)
     return f"s {ident} {pid} {_start_ticks(pid)}\n".encode()
 
 
@@ -123,6 +137,9 @@ def _write(data: bytes) -> None:
 
 def main() -> int:
     pod_init._prctl()  # built once here, inherited by every leader forked below
+    global _own_pid, _own_name  # set once, before any fork
+    with open("/proc/self/comm", "rb") as fh:
+        _own_pid, _own_name = os.getpid(), fh.read().strip()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpuaas.runtimes.base import PodSpec
 
@@ -32,11 +34,6 @@ class PodRecord:
     restarts: int = 0
     cgroup: str | None = None
     kill_at: float | None = None  # wall time of SIGKILL once SIGTERM was sent
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["spec"] = asdict(self.spec)
-        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PodRecord:
@@ -99,7 +96,7 @@ class RuntimeDir:
         return None if data is None else WorkloadRecord(**data)
 
     def write_workload(self, record: WorkloadRecord) -> None:
-        _write_json(self.workload_dir(record.key) / "workload.json", asdict(record))
+        _write_json(self.workload_dir(record.key) / "workload.json", record)
 
     def read_pods(self, key: str) -> list[PodRecord]:
         pods_dir = self.pods_dir(key)
@@ -113,7 +110,7 @@ class RuntimeDir:
         return records
 
     def write_pod(self, key: str, record: PodRecord) -> None:
-        _write_json(self.pods_dir(key) / f"{record.spec.name}.json", record.to_json())
+        _write_json(self.pods_dir(key) / f"{record.spec.name}.json", record)
 
     def remove_pod(self, key: str, pod: str) -> None:
         for path in (self.pods_dir(key) / f"{pod}.json", self.exit_path(key, pod)):
@@ -128,8 +125,24 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+_ENCODE = msgspec.json.Encoder().encode  # dataclasses as JSON objects, as ``asdict`` gave them
+
+
+def _write_json(path: Path, record: object) -> None:
+    """Write whole, then rename into place (a crash never leaves half a record). A pod's start
+    writes three records: the directory is made only when missing (a ``mkdir`` per write before)
+    and msgspec encodes the dataclass (``asdict`` copied it deeply first)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        data = memoryview(_ENCODE(record))
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
