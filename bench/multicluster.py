@@ -31,10 +31,10 @@ wrk waits in whole milliseconds, so a send may also go up to 1 ms early). Figure
   pods' processes are not counted: they are its children only once reaped, after the run).
 
 "Hub create" is the moment just before the create request was sent. With real pods (the
-default, ``--worker-runtime local``) every pod is ``pod_init`` (a Python process) running
-``sleep 120``: about 10 ms of CPU per pod to start on these cores (Python's own start is 6 of
-them), not in any figure above but in the machine's load average, printed too; at 2 cores that
-alone caps real pods well below the 200/s that ``--worker-runtime none`` reaches.
+default, ``--worker-runtime local``) every pod is ``pod_init``, forked by the worker's pod
+launcher (``runtimes/pod_launcher.py``), running ``sleep 120``: about 1 ms of the launcher's CPU
+per pod beside the worker's own, not in any figure above (like the pods, the launcher is the
+worker's child, counted only once reaped, after the run) but in the load average, printed too.
 
 Usage: python bench/multicluster.py [--jobs N] [--rate R] [--keep DIR] [--worker-runtime none]
                                    [--generator auto|wrk|processes]

@@ -1,0 +1,24 @@
+"""``bench/pod_start.py`` runs both ways a pod's leader starts and prints a line for each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "pod_start.py"
+
+
+def test_pod_start_bench_prints_both_modes(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--pods", "3", "--repeat", "1", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    lines = out.splitlines()
+    assert lines[1].strip().startswith("machine speed:")
+    assert lines[2].strip().startswith("launcher: ") and "pods/s" in lines[2]
+    assert lines[3].strip().startswith("a Python per pod: ")
+    assert list(tmp_path.iterdir()) == []  # its runtime directories are gone
