@@ -1,5 +1,5 @@
 """The engine's object index keeps each kind's objects in step with the objects themselves,
-whatever sequence of puts and removals the engine makes (``[key] = record``, ``pop``, ``del``)."""
+whatever sequence of puts and removals the engine makes (``[key] = record``, ``pop``, ``del``), and the names of its job objects with them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.store import ObjectKey, ObjectRecord
 
-GKS = ["kueue.x-k8s.io/Workload", "batch/Job", "kueue.x-k8s.io/ClusterQueue"]
+GKS = ["kueue.x-k8s.io/Workload", "batch/Job", "ray.io/RayCluster", "kueue.x-k8s.io/ClusterQueue"]
+JOB_GKS = {"batch/Job", "ray.io/RayCluster"}
 keys = st.builds(ObjectKey, st.sampled_from(GKS), st.sampled_from(["", "a", "b"]),
                  st.sampled_from(["x", "y", "z"]))  # fmt: skip
 ops = st.lists(st.tuples(st.sampled_from(["put", "pop", "del"]), keys, st.integers(1, 9)))
@@ -36,6 +37,8 @@ def test_each_kind_holds_exactly_the_objects_of_that_kind(
     assert dict(index) == model
     for gk in GKS:
         assert dict(index.of_kind(gk)) == {k: r for k, r in model.items() if k.gk == gk}
+    # A Job and a RayCluster may share a name: the name stays until neither is stored.
+    assert set(index.job_names) == {f"{k.namespace}/{k.name}" for k in model if k.gk in JOB_GKS}
 
 
 def test_a_kind_with_no_objects_is_empty() -> None:

@@ -47,7 +47,11 @@ class Node:
         self.adopted = self.bridge.attach(self.engine)
 
     def crash(self) -> None:
-        """The server dies: its pods keep running, nobody watches them."""
+        """The server dies: its pods keep running, nobody watches them. Its pod launcher reads
+        the end of its input and exits, as when the server's process is gone."""
+        launcher = getattr(self.bridge.runtime, "_launcher", None)
+        if launcher is not None:
+            launcher.close()
         self.engine.close()
         self.store.close()
 
@@ -324,10 +328,12 @@ def test_restart_stops_pods_of_workloads_that_are_gone(node: Node) -> None:
 def test_attach_needs_a_live_runtime_engine(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'db'}")
     engine = Engine(store)
+    runtime = LocalRuntime(tmp_path / "rt")
     try:
         with pytest.raises(ValueError, match="live_runtime"):
-            RuntimeBridge(LocalRuntime(tmp_path / "rt")).attach(engine)
+            RuntimeBridge(runtime).attach(engine)
     finally:
+        runtime.shutdown(grace_seconds=0)  # its pod launcher goes with it, not at some GC
         engine.close()
         store.close()
 

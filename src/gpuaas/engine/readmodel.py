@@ -46,32 +46,57 @@ if TYPE_CHECKING:
 _SHOWN_LIVE = ("ClusterQueue", "LocalQueue", "RayCluster", "RayJob")
 
 
+# Kinds that own a workload (Job, RayCluster, ...): their names are indexed apart (``job_names``).
+_JOB_GKS = frozenset(k.gk for k in BY_KIND.values() if k.job)
+
+
 class ObjectIndex(dict[ObjectKey, ObjectRecord]):
     """The engine's objects by key, and each kind's apart: listing one kind (the MultiKueue
     controller lists three kinds every second, a watch or a list any kind) reads only that
     kind's objects, where a scan of every object cost O(workloads) under the engine lock.
 
-    The engine changes its objects only by ``[key] = record`` and ``pop``; both keep the
-    per-kind maps in step."""
+    ``job_names`` counts the stored job objects (``_JOB_GKS``) by ``namespace/name``, so the
+    runtime bridge finds which of a MultiKueue worker's copies now have their Job with one set
+    intersection; asking for each waiting copy and each job kind at every settle was 40 % of a
+    worker's CPU in a burst of 600 Jobs.
 
-    __slots__ = ("_kinds",)
+    The engine changes its objects only by ``[key] = record`` and ``pop``; both keep the
+    per-kind maps and the job names in step."""
+
+    __slots__ = ("_kinds", "job_names")
 
     def __init__(self, records: Collection[ObjectRecord] = ()) -> None:
         super().__init__()
         self._kinds: dict[str, dict[ObjectKey, ObjectRecord]] = {}
+        self.job_names: dict[str, int] = {}
         for rec in records:
             self[rec.key] = rec
 
     def __setitem__(self, key: ObjectKey, rec: ObjectRecord) -> None:
+        if key.gk in _JOB_GKS and key not in self:
+            name = f"{key.namespace}/{key.name}"
+            self.job_names[name] = self.job_names.get(name, 0) + 1
         super().__setitem__(key, rec)
         self._kinds.setdefault(key.gk, {})[key] = rec
+
+    def _forget_job(self, key: ObjectKey) -> None:
+        name = f"{key.namespace}/{key.name}"
+        left = self.job_names.get(name, 0) - 1
+        if left > 0:
+            self.job_names[name] = left
+        else:
+            self.job_names.pop(name, None)
 
     def __delitem__(self, key: ObjectKey) -> None:
         super().__delitem__(key)
         self._kinds[key.gk].pop(key, None)
+        if key.gk in _JOB_GKS:
+            self._forget_job(key)
 
     def pop(self, key: ObjectKey, default: Any = None) -> Any:
         self._kinds.get(key.gk, {}).pop(key, None)
+        if key.gk in _JOB_GKS and key in self:
+            self._forget_job(key)
         return super().pop(key, default)
 
     def of_kind(self, gk: str) -> Mapping[ObjectKey, ObjectRecord]:
@@ -321,6 +346,12 @@ class ReadModel:
         with self._lock:
             rec = self.objects.get(key)
             return None if rec is None else StoredView(rec.key, rec.rv, rec.doc)
+
+    def with_job(self, keys: Collection[str]) -> set[str]:
+        """Which of the workload ``keys`` (``namespace/name``) have a job object (Job,
+        RayCluster, ...) of the same name stored: one intersection, nothing decoded."""
+        with self._lock:
+            return self.objects.job_names.keys() & keys
 
     def source_manifest(self, key: str) -> Mapping[str, Any] | None:
         """The document a workload's pods come from: its owning Job, RayCluster or RayJob if it

@@ -49,8 +49,7 @@ from gpuaas.runtimes import (
     workbench,
 )
 from gpuaas.runtimes.podspecs import RunPlan
-from gpuaas.store.records import ObjectKey
-from gpuaas.vocab.kinds import BY_KIND, NOTEBOOK, WORKLOAD
+from gpuaas.vocab.kinds import NOTEBOOK, WORKLOAD
 from gpuaas.vocab.multikueue import runs_pods_here
 from gpuaas.vocab.ray_status import active_deadline
 
@@ -299,7 +298,7 @@ class RuntimeBridge:
             return
         keys = self._to_start
         if not recheck_all and self._awaiting_job:
-            keys = keys - {k for k in self._awaiting_job if not _job_stored(engine, k)}
+            keys = keys - (self._awaiting_job - engine.with_job(self._awaiting_job))
             if not keys:
                 return
         admitted = {w.key: w for w in engine.workloads(keys=keys)}
@@ -340,13 +339,16 @@ class RuntimeBridge:
         workload's (``_stop_unwanted``) and its quota is released."""
         running = self.runtime.running()
         self._deadlines = {k: v for k, v in self._deadlines.items() if k in running}
-        if not running:
+        for key in running.keys() - self._deadlines.keys():  # each run's manifest read once
+            manifest = engine.source_manifest(key) or {}
+            spec = manifest.get("spec") if manifest.get("kind") == "RayJob" else None
+            self._deadlines[key] = active_deadline(spec if isinstance(spec, dict) else {})
+        # Views only of what has a deadline (a RayJob's): one for every running workload at
+        # every tick was 7 % of a MultiKueue worker's CPU with 600 Jobs running.
+        timed = [key for key, deadline in self._deadlines.items() if deadline is not None]
+        if not timed:
             return
-        for st in engine.workloads(keys=running.keys(), phases=(Phase.ADMITTED,)):
-            if st.key not in self._deadlines:
-                manifest = engine.source_manifest(st.key) or {}
-                spec = manifest.get("spec") if manifest.get("kind") == "RayJob" else None
-                self._deadlines[st.key] = active_deadline(spec if isinstance(spec, dict) else {})
+        for st in engine.workloads(keys=timed, phases=(Phase.ADMITTED,)):
             deadline = self._deadlines[st.key]
             if deadline is None or st.admitted_at is None or now - st.admitted_at < deadline:
                 continue
@@ -533,14 +535,3 @@ class RuntimeBridge:
         self._warned[key] = message
         log.warning("Workload %s: %s", key, message)
         engine.record_event(Event(now, "Warning", reason, f"Workload {key}", message, workload=key))
-
-
-_JOB_GKS = tuple(k.gk for k in BY_KIND.values() if k.job)
-
-
-def _job_stored(engine: Engine, key: str) -> bool:
-    """Whether a job object named as the workload ``key`` is stored (the Job a MultiKueue
-    manager creates for its worker's copy takes the copy's name): a lookup, nothing decoded
-    while there is none."""
-    ns, _, name = key.partition("/")
-    return any(engine.stored(ObjectKey(gk, ns, name)) is not None for gk in _JOB_GKS)

@@ -25,7 +25,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from gpuaas.runtimes.base import (
     EventKind,
     PodCpu,
     PodSpec,
-    PodStatus,
     RuntimeEvent,
     RuntimeOptions,
     RuntimeRequestError,
@@ -47,40 +45,13 @@ from gpuaas.runtimes.base import (
 from gpuaas.runtimes.gpus import GpuAllocator
 from gpuaas.runtimes.launcher import LauncherGone, PodLauncher
 from gpuaas.runtimes.limits import Limits, create_pod_cgroup, detect_limits, remove_pod_cgroup
+from gpuaas.runtimes.local_runs import Pod, Run, calm, status
 from gpuaas.runtimes.logs import follow_logs, read_logs
 from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
 from gpuaas.runtimes.ray_rendezvous import read_dir
 
 _SCRUBBED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 KILLED_EXIT_CODE = 137  # a pod whose pod_init was killed while the server was down
-
-
-@dataclass(slots=True)
-class _Pod:
-    record: PodRecord
-    leader_done: bool = False
-    exit_code: int | None = None
-    gone: bool = False
-    group_known: bool = True  # pgid still names this pod's group (False: leader died unseen)
-    exit_path: Path | None = None  # where pod_init writes its code (built once, read each poll)
-    launched: bool = (
-        False  # its leader is a child of this runtime's launcher, which reports its end
-    )
-    reported: int | None = None  # the exit code the launcher reported for it
-
-    @property
-    def name(self) -> str:
-        return self.record.spec.name
-
-
-@dataclass(slots=True)
-class _Run:
-    record: WorkloadRecord
-    pods: dict[str, _Pod] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return self.record.key
 
 
 class LocalRuntime:
@@ -100,7 +71,11 @@ class LocalRuntime:
         # Pods' leaders forked by one long-lived process (``runtimes.pod_launcher``) rather than a
         # Python started per pod; ``procs.spawn`` where it cannot run or once it is gone.
         self._launcher = PodLauncher.start(self._dir.root) if launcher else None
-        self._launched: dict[int, _Pod] = {}  # leaders it forked and has not reported ended
+        self._launched: dict[int, tuple[Run, Pod]] = {}  # leaders it forked, not reported ended
+        # Runs a poll must look at (``local_runs.calm``): a leader the launcher forked needs no
+        # look until it reports its end, and looking at every pod at every poll was a tenth of a
+        # MultiKueue worker's CPU with 600 pods running.
+        self._watch: set[str] = set()
         self._base_env = {  # the server's environment, less ours and its GPUs, read once
             k: v
             for k, v in os.environ.items()
@@ -116,12 +91,14 @@ class LocalRuntime:
             else Limits(False, "limits not enforced: disabled by configuration")
         )
         self._clock = clock
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, Run] = {}
         self._events: list[RuntimeEvent] = []
-        # What ``running()`` answers, built again only after a pod or run changed: the bridge,
-        # the API's pod list and job statuses ask many times a second, and each answer was a
-        # status per pod.
-        self._shown: dict[str, WorkloadRun] | None = None
+        # What ``running()`` answers, by key, each run's built again only after it changed
+        # (``_stale``): the bridge, the API's pod list and job statuses ask many times a second;
+        # a status per pod at each answer, then every run's after any change, was a tenth of a
+        # MultiKueue worker's CPU with 600 pods running.
+        self._shown: dict[str, WorkloadRun] = {}
+        self._stale: set[str] = set()
 
     # -- the Runtime protocol ------------------------------------------------------------------
 
@@ -145,21 +122,22 @@ class LocalRuntime:
         if restart_count is None:
             restart_count = 0 if previous is None else previous.restart_count + 1
         record = WorkloadRecord(key, restart_count, backoff_limit, pods=[p.name for p in pods])
-        run = _Run(record)
+        run = Run(record)
         self._dir.write_workload(record)
         self._dir.logs_dir(key).mkdir(parents=True, exist_ok=True, mode=0o700)
         # 4. one process group per pod; undo everything if one cannot be spawned
         try:
             for spec in pods:
                 _private_empty(self._dir.log_path(key, spec.name))
-                pod = _Pod(PodRecord(spec, gpus[spec.name], secrets.token_hex(8)))
+                pod = Pod(PodRecord(spec, gpus[spec.name], secrets.token_hex(8)))
                 run.pods[spec.name] = pod
                 self._spawn(run, pod)
         except OSError as exc:
             self._abort(run)
             raise RuntimeRequestError(f"Workload {key}: cannot start its pods: {exc}") from None
         self._runs[key] = run
-        self._shown = None
+        self._watch.add(key)  # the next poll drops it once every leader is the launcher's
+        self._stale.add(key)
         self._emit(EventKind.STARTED, key, message=f"{len(pods)} pod(s), restart {restart_count}")
 
     def stop(self, key: str, grace_seconds: float | None = None) -> bool:
@@ -167,7 +145,7 @@ class LocalRuntime:
         if run is None:
             return False
         run.record.stopping = True
-        self._shown = None
+        self._stale.add(key)
         self._dir.write_workload(run.record)
         self._terminate(run, grace_seconds)
         return True
@@ -178,9 +156,11 @@ class LocalRuntime:
             self._apply_exits(self._launcher.exits())
             if self._launcher.gone:
                 self._launcher_lost()
+        self._watch &= self._runs.keys()
+        watched = [self._runs[key] for key in sorted(self._watch)]
         ended = [
             (run, pod)
-            for run in list(self._runs.values())
+            for run in watched
             for pod in run.pods.values()
             if not pod.gone and self._leader_gone(run, pod, now)
         ]
@@ -191,15 +171,27 @@ class LocalRuntime:
             )
             for run, pod in ended:
                 self._sweep_pod(run, pod, table)
-        for run in list(self._runs.values()):
+        for run in watched:
             if all(pod.gone for pod in run.pods.values()):
                 self._finish(run)
+            elif calm(run):
+                self._watch.discard(run.key)
         events, self._events = self._events, []
         return events
 
     def running(self) -> dict[str, WorkloadRun]:
-        if self._shown is None:
-            self._shown = {key: self._status(run) for key, run in sorted(self._runs.items())}
+        if self._stale:
+            shown, added = self._shown, False
+            for key in self._stale:
+                run = self._runs.get(key)
+                if run is None:
+                    shown.pop(key, None)
+                else:
+                    added = added or key not in shown
+                    shown[key] = status(run)
+            self._stale.clear()
+            if added:  # answered in key order, as always
+                self._shown = dict(sorted(shown.items()))
         return dict(self._shown)
 
     def adopt(self) -> list[str]:
@@ -211,11 +203,12 @@ class LocalRuntime:
             workload = self._dir.read_workload(key)
             if not pods or workload is None:
                 continue
-            run = _Run(workload)
+            run = Run(workload)
             for record in pods:
                 run.pods[record.spec.name] = self._adopt_pod(key, record)
             self._runs[key] = run
-            self._shown = None
+            self._watch.add(key)
+            self._stale.add(key)
             adopted.append(key)
             alive = sum(not p.leader_done for p in run.pods.values())
             self._emit(EventKind.ADOPTED, key, message=f"{alive} of {len(pods)} pod(s) alive")
@@ -292,7 +285,7 @@ class LocalRuntime:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _spawn(self, run: _Run, pod: _Pod) -> None:
+    def _spawn(self, run: Run, pod: Pod) -> None:
         rec, key = pod.record, run.key
         self._dir.write_pod(key, rec)  # token first: a crash right after spawning leaves a trace
         cuda, nvidia = self._gpus.visible_devices(rec.gpus)
@@ -319,17 +312,17 @@ class LocalRuntime:
             rec.spec.memory_bytes,
         )
         spawned = self._start_leader(
-            pod, argv, env, self._dir.log_path(key, rec.spec.name), workdir, cgroup
+            run, pod, argv, env, self._dir.log_path(key, rec.spec.name), workdir, cgroup
         )
         rec.pid, rec.pgid, rec.start_time = spawned.pid, spawned.pgid, spawned.start_time
         rec.cgroup, rec.kill_at = (str(cgroup) if cgroup else None), None
         pod.leader_done, pod.exit_code, pod.gone, pod.group_known = False, None, False, True
-        self._shown = None
+        self._stale.add(key)
         self._dir.write_pod(key, rec)
 
     def _start_leader(
-        self, pod: _Pod, argv: list[str], env: dict[str, str], log: Path, workdir: str | None,
-        cgroup: Path | None,
+        self, run: Run, pod: Pod, argv: list[str], env: dict[str, str], log: Path,
+        workdir: str | None, cgroup: Path | None,
     ) -> procs.Spawned:  # fmt: skip
         """The pod's leader, forked by the launcher (``procs.spawn`` where there is none)."""
         assert pod.exit_path is not None
@@ -343,26 +336,28 @@ class LocalRuntime:
             got = self._launcher.spawn(procs.leader_name(pod.record.token), log, env, init_argv)
         except LauncherGone:
             self._launcher_lost()
-            return self._start_leader(pod, argv, env, log, workdir, cgroup)
+            return self._start_leader(run, pod, argv, env, log, workdir, cgroup)
         self._apply_exits(got.exits_before)  # before a reused pid is this pod's
-        self._launched[got.pid] = pod
+        self._launched[got.pid] = (run, pod)
         return procs.Spawned(got.pid, got.pid, got.start_time)
 
     def _apply_exits(self, exits: list[tuple[int, int]]) -> None:
         for pid, code in exits:
-            pod = self._launched.pop(pid, None)
-            if pod is not None:
-                pod.reported = code
+            entry = self._launched.pop(pid, None)
+            if entry is not None:
+                entry[1].reported = code
+                self._watch.add(entry[0].key)
 
     def _launcher_lost(self) -> None:
         """The launcher is gone: its pods are followed as re-adopted ones are (pid and start time,
         exit file) and new pods start by ``procs.spawn``."""
-        for pod in self._launched.values():
+        for run, pod in self._launched.values():
             pod.launched = False
+            self._watch.add(run.key)
         self._launched.clear()
         self._launcher = None
 
-    def _leader_gone(self, run: _Run, pod: _Pod, now: float) -> bool:
+    def _leader_gone(self, run: Run, pod: Pod, now: float) -> bool:
         """Whether the pod's leader has exited (reaped, or gone while no server watched); SIGKILL
         it once its grace period is over."""
         rec = pod.record
@@ -381,10 +376,10 @@ class LocalRuntime:
                         self._kill(run, pod)
                     return False
                 pod.leader_done, pod.exit_code = True, code
-            self._shown = None
+            self._stale.add(run.key)
         return True
 
-    def _sweep_pod(self, run: _Run, pod: _Pod, table: procs.Leftovers) -> None:
+    def _sweep_pod(self, run: Run, pod: Pod, table: procs.Leftovers) -> None:
         """The leader is gone: as when a container's main process exits, the rest is killed;
         once nothing is left the pod is drained."""
         leftovers = self._leftovers(pod, table)
@@ -393,7 +388,7 @@ class LocalRuntime:
             return
         self._drained(run, pod)
 
-    def _drained(self, run: _Run, pod: _Pod) -> None:
+    def _drained(self, run: Run, pod: Pod) -> None:
         """Every process of this pod is gone: release it, or retry it within the backoffLimit."""
         rec, wl = pod.record, run.record
         remove_pod_cgroup(Path(rec.cgroup) if rec.cgroup else None)
@@ -420,11 +415,11 @@ class LocalRuntime:
             self._emit(EventKind.POD_FAILED, run.key, pod.name, code, "backoffLimit exceeded")
             self._terminate(run, None)
         pod.gone = True
-        self._shown = None
+        self._stale.add(run.key)
         self._gpus.release(run.key, pod.name)
         self._dir.remove_pod(run.key, pod.name)
 
-    def _finish(self, run: _Run) -> None:
+    def _finish(self, run: Run) -> None:
         wl = run.record
         codes = [p.exit_code for p in run.pods.values()]
         if wl.stopping:
@@ -435,10 +430,10 @@ class LocalRuntime:
             wl.outcome, kind = "Succeeded", EventKind.SUCCEEDED
         self._dir.write_workload(wl)
         del self._runs[run.key]
-        self._shown = None
+        self._stale.add(run.key)
         self._emit(kind, run.key, message=f"exit codes {codes}, {wl.failures} failure(s)")
 
-    def _terminate(self, run: _Run, grace_seconds: float | None) -> None:
+    def _terminate(self, run: Run, grace_seconds: float | None) -> None:
         now = self._clock()
         for pod in run.pods.values():
             rec = pod.record
@@ -449,14 +444,15 @@ class LocalRuntime:
             if rec.kill_at is not None and rec.kill_at <= kill_at:
                 continue  # already terminating with an earlier deadline
             rec.kill_at = kill_at
-            self._shown = None
+            self._watch.add(run.key)
+            self._stale.add(run.key)
             self._dir.write_pod(run.key, rec)
             if grace <= 0:
                 self._kill(run, pod)
             else:
                 procs.signal_group(rec.pgid, signal.SIGTERM)
 
-    def _kill(self, run: _Run, pod: _Pod) -> None:
+    def _kill(self, run: Run, pod: Pod) -> None:
         rec = pod.record
         if rec.pid is not None:
             procs.kill_tree(rec.pid, rec.start_time, rec.pgid)
@@ -466,7 +462,7 @@ class LocalRuntime:
         if self._engine is not None:
             _quiet_run(container.remove_argv(self._engine, run.key, pod.name))
 
-    def _leftovers(self, pod: _Pod, table: procs.Leftovers) -> list[int]:
+    def _leftovers(self, pod: Pod, table: procs.Leftovers) -> list[int]:
         """Processes of this pod still alive: its leader's descendants (the leader is a subreaper,
         so ``setsid``, ``env -i`` or a double fork cannot leave that tree), its group, and
         anything that still carries the pod's token (found even when the leader is gone), the
@@ -479,8 +475,8 @@ class LocalRuntime:
         found.update(procs.cgroup_members(Path(pod.record.cgroup) if pod.record.cgroup else None))
         return sorted(found)
 
-    def _adopt_pod(self, key: str, record: PodRecord) -> _Pod:
-        pod = _Pod(record)
+    def _adopt_pod(self, key: str, record: PodRecord) -> Pod:
+        pod = Pod(record)
         self._gpus.claim(key, record.spec.name, record.gpus)
         if record.pid is not None and procs.leader_alive(record.pid, record.start_time):
             return pod
@@ -501,7 +497,7 @@ class LocalRuntime:
                 )
             self._dir.remove_pod(key, record.spec.name)
 
-    def _abort(self, run: _Run) -> None:
+    def _abort(self, run: Run) -> None:
         for pod in run.pods.values():
             if pod.record.pgid is not None:
                 procs.kill_tree(pod.record.pid or 0, pod.record.start_time, pod.record.pgid)
@@ -512,31 +508,6 @@ class LocalRuntime:
             self._dir.remove_pod(run.key, pod.name)
         for name in run.record.pods:
             self._gpus.release(run.key, name)
-
-    def _status(self, run: _Run) -> WorkloadRun:
-        pods = []
-        for pod in run.pods.values():
-            rec = pod.record
-            if pod.gone:
-                phase = "Succeeded" if pod.exit_code == 0 else "Failed"
-            elif rec.kill_at is not None:
-                phase = "Terminating"
-            else:
-                phase = "Running"
-            pods.append(
-                PodStatus(
-                    pod.name,
-                    rec.pid,
-                    rec.gpus,
-                    rec.restarts,
-                    phase,
-                    pod.exit_code,
-                    pod_set=rec.spec.pod_set,
-                    started=rec.start_time or None,
-                    kill_at=rec.kill_at,
-                )
-            )
-        return WorkloadRun(run.key, run.record.restart_count, run.record.stopping, tuple(pods))
 
     def _pod_names(self, key: str, pod: str | None) -> list[str]:
         run = self._runs.get(key)
