@@ -28,7 +28,10 @@ wrk waits in whole milliseconds, so a send may also go up to 1 ms early). Figure
   workers serve only MultiKueue; p50 and p99;
 - hub create to hub Admitted, p50 and p99;
 - CPU seconds of each process over the run, and per workload admitted: a worker's own (its
-  pods' processes are not counted: they are its children only once reaped, after the run).
+  pods' processes are not counted: they are its children only once reaped, after the run);
+- the whole machine's busy CPU over the run (``/proc/stat``: user, nice, system, irq, softirq)
+  per workload admitted: beside the processes above, the pods' own processes, the pod launchers
+  and the kernel (and anything else running; the bench waits for nothing else to run).
 
 "Hub create" is the moment just before the create request was sent. With real pods (the
 default, ``--worker-runtime local``) every pod is ``pod_init``, forked by the worker's pod
@@ -152,6 +155,14 @@ def _cpu(srv: ServerProcess) -> float:
     return float(t.user + t.system + t.children_user + t.children_system)
 
 
+def _machine_busy() -> float:
+    """CPU seconds this machine's CPUs spent busy so far, kernel included (user, nice, system,
+    irq, softirq; not idle, I/O wait or time stolen by the hypervisor): beside the servers' own,
+    what the pods' processes and the kernel add."""
+    t = psutil.cpu_times()
+    return float(t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
+
+
 def _self_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -266,6 +277,7 @@ def main() -> None:
             return wanted <= admitted.keys() and (not pods or wanted <= started.keys())
 
         load0 = os.getloadavg()
+        machine0 = _machine_busy()
         cpu0 = {"bench": _self_cpu(), "hub": _cpu(hub)} | {
             f"w{i}": _cpu(w) for i, w in enumerate(workers, 1)
         }
@@ -288,6 +300,7 @@ def main() -> None:
         }
         cpu0["generator"], cpu1["generator"] = 0.0, load.cpu
         load1 = os.getloadavg()
+        machine1 = _machine_busy()
         done = [n for n in names if n in admitted]
         last = max((admitted[n] for n in done), default=t0)
         rate = len(done) / (last - t0) if done else 0.0
@@ -322,6 +335,11 @@ def main() -> None:
               f"{os.cpu_count()} CPUs)")  # fmt: skip
         print(f"  CPU over {wall:.1f} s: " + ", ".join(
             f"{k} {v:.1f} s ({v / wall:.0%} of a core)" for k, v in used.items()))  # fmt: skip
+        busy = machine1 - machine0
+        print(f"  whole machine: {busy:.1f} CPU s busy over {wall:.1f} s "
+              f"({busy / wall / (os.cpu_count() or 1):.0%} of {os.cpu_count()} CPUs), "
+              f"{busy / max(1, len(done)) * 1000:.2f} ms per workload admitted: the processes "
+              f"below, the pods' own, the kernel's and anything else running")  # fmt: skip
         print("  CPU per workload admitted: " + ", ".join(
             f"{k} {v / max(1, len(done)) * 1000:.2f} ms" for k, v in used.items())
             + f", all {total / max(1, len(done)) * 1000:.2f} ms")  # fmt: skip
