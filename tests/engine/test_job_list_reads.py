@@ -1,6 +1,6 @@
 """A Job's shown status is computed on read (``ReadModel._job_shown``), so a list of Jobs reads
-every stored Job: each one's document must be decoded once, not once per look at it. A
-MultiKueue hub lists each worker's Jobs every second, and a second decode was most of what that
+every stored Job: each one's document must be decoded once, not once per look at it. When a
+MultiKueue hub listed each worker's Jobs every second, a second decode was most of what that
 list cost the worker."""
 
 from __future__ import annotations

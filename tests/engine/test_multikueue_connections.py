@@ -207,24 +207,6 @@ def test_a_chunked_answer_is_read_whole_and_a_closing_one_not_kept() -> None:
         server.server_close()
 
 
-def test_a_list_of_statuses_keeps_names_versions_and_statuses_only(worker: ServerProcess) -> None:
-    c = RemoteClient(Target(worker.url, worker.admin_token, None))
-    try:
-        c.create(WORKLOADS, "workloads", _copy("s"))
-        full = c.get(WORKLOADS, "workloads", "default", "s")
-        assert full is not None
-        slim = c.list_statuses(WORKLOADS, "workloads", ORIGIN, "hub-a")
-        meta = full["metadata"]
-        assert slim == [{
-            "metadata": {"name": "s", "namespace": "default",
-                         "resourceVersion": meta["resourceVersion"]},
-            "status": full.get("status"),
-        }]  # fmt: skip
-        c.delete(WORKLOADS, "workloads", "default", "s")
-    finally:
-        c.close()
-
-
 def test_many_calls_at_once_each_answered_or_failed_apart(worker: ServerProcess) -> None:
     """``calls``: more calls than kept connections (32), some refused by the worker; each
     answer is its own call's, and the connections go back to the pool."""

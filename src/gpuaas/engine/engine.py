@@ -40,6 +40,7 @@ from gpuaas.engine import (
 from gpuaas.engine.arrivals import Arrivals, Begun, Shared
 from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
+from gpuaas.engine.job_watch import JobStatusFeed
 from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.observer import EngineObserver
 from gpuaas.engine.readmodel import ObjectIndex, ReadModel
@@ -117,6 +118,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         self._loads = 0  # ReadModel.epoch: rebuilds from the store
         self._audit: list[Event] = []  # events taken early by ReadModel.record_event, in order
         self._fingerprints: dict[str, bytes] = {}
+        # Jobs whose status is made when read get a MODIFIED change when it changes (job_watch).
+        self.job_feed = JobStatusFeed()
         self._fresh: dict[ObjectKey, tuple[int, JsonDoc]] = {}  # created since the last pass
         self._last_event: dict[str, int] = {}
         self.restore_problems: list[str] = []
@@ -231,8 +234,9 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             self.observers.append(observer)
 
     def _collect_statuses(self, batch: _Batch) -> None:
-        # Only workloads the core marked as possibly changed: comparing every workload after
-        # each request would make a write cost O(workloads).
+        """Store the status of each workload the core marked as possibly changed (comparing
+        every workload after each request would make a write cost O(workloads)), then that of
+        their jobs and of those whose pods changed, where a read makes it (``job_watch``)."""
         dirty, self._cluster.dirty = self._cluster.dirty, set()
         fresh, self._fresh = self._fresh, {}
         for key in sorted(dirty):
@@ -267,6 +271,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 internal.pop("admission", None)
                 internal.pop("admittedAt", None)
             self._put(batch, rec.replace(rv=rv, doc=doc, internal=internal), "MODIFIED", doc)
+        self.job_feed.collect(self, dirty, lambda rec, doc: self._put(batch, rec, "MODIFIED", doc))
 
     def _collect_events(self, events: list[Event], batch: _Batch) -> None:
         for ev in events:
@@ -303,12 +308,20 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             changed = self._cluster.version != version or self._cluster.dirty
             wake = self._cluster.next_wakeup()
             due = wake is not None and wake <= now
-            if not (changed or due or self._cluster.decisions or self._audit):
+            if not (
+                changed or due or self._cluster.decisions or self._audit or self.job_feed.touched
+            ):
                 return
             batch = _Batch()
             self._settle(now, batch)
             if batch.writes:
                 self._commit(batch, waiting=False)
+
+    def job_pods_changed(self, key: str) -> None:
+        """A runtime started, restarted or ended pods of workload ``key``: its job's status
+        (made when read) is rendered again at the next settle, and watchers hear of a change.
+        Called by an observer, under the lock."""
+        self.job_feed.touched.add(key)
 
     def finish(self, namespace: str, name: str) -> bool:
         """A workload completed (runtimes call this): release its quota and persist."""

@@ -50,6 +50,20 @@ _SHOWN_LIVE = ("ClusterQueue", "LocalQueue", "RayCluster", "RayJob")
 _JOB_GKS = frozenset(k.gk for k in BY_KIND.values() if k.job)
 
 
+def _job_ended(doc: JsonDoc) -> bool:
+    """Whether a Job's stored status (``engine.job_watch`` stores each change) is terminal:
+    Complete or Failed, which Kubernetes never changes again. It is shown as stored: made again
+    after a restart, it lost the resume that a finished workload no longer records."""
+    status = doc.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict)
+        and c.get("type") in ("Complete", "Failed")
+        and c.get("status") == "True"
+        for c in conditions
+    )
+
+
 class ObjectIndex(dict[ObjectKey, ObjectRecord]):
     """The engine's objects by key, and each kind's apart: listing one kind (the MultiKueue
     controller lists three kinds every second, a watch or a list any kind) reads only that
@@ -164,12 +178,13 @@ class ReadModel:
 
     def _job_shown(self, rec: ObjectRecord, all_live: dict[str, JsonDoc] | None = None) -> JsonDoc:
         """A Job with the status Kubernetes' job controller would give it (vocab.job_status),
-        except one a MultiKueue manager dispatched: its stored status is its worker's.
-        ``all_live``: every job's pods, read once for a whole list. The stored document is
-        decoded once (each read of ``rec.doc`` decodes it anew: twice here was most of a
-        MultiKueue worker's Job list, which the hub reads every second)."""
+        except one a MultiKueue manager dispatched (its stored status is its worker's) and one
+        that ended (its stored status is final). ``engine.job_watch`` stores each change of
+        this status, so watchers hear of it. ``all_live``: every job's pods, read once for a
+        whole list. The stored document is decoded once (each read of ``rec.doc`` decodes it
+        anew: twice here was most of a list of a MultiKueue worker's Jobs)."""
         doc = rec.doc
-        if (doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
+        if (doc.get("spec") or {}).get("managedBy") == MANAGED_BY or _job_ended(doc):
             return doc
         key = f"{rec.key.namespace}/{rec.key.name}"
         if all_live is not None:

@@ -490,6 +490,7 @@ class RuntimeBridge:
         key = ev.workload
         st = engine.workload(key)
         self._record(engine, ev, now)
+        engine.job_pods_changed(key)  # its Job's status follows its pods: watchers hear of it
         if ev.kind == EventKind.STOPPED:
             if st is None:
                 self._forget(key)

@@ -16,7 +16,7 @@ workloads in one commit, which it does not wait for. Passes are event-driven: a 
 the hub, every change a worker's watch sees and every answered write mark their workload and wake
 the thread, whose next pass plans those workloads only (as Kueue reconciles each workload on its
 own events); a full pass (every workload, the workers' Active, garbage copies, worker-lost
-timeouts, Incremental rounds, the re-read of running Jobs) runs at least every ``idle_interval``
+timeouts, Incremental rounds) runs at least every ``idle_interval``
 and whenever a worker's connection changes. Either plans a workload only when something it is
 planned from changed since its last plan, or a remote write for it failed (``memo``). What it decides is Kueue's; how it
 reaches a worker is ``remote``'s.
@@ -134,7 +134,6 @@ class MultiKueueController:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="multikueue")
         self.clock: Callable[[], float] = time.time
-        self._refreshing: set[str] = set()  # workers whose Jobs are being re-read
         # What each workload's last plan was made of: a pass plans it again only once
         # something of that changed, or a remote write for it failed (``memo``).
         self._memo = PlanMemo()
@@ -206,7 +205,7 @@ class MultiKueueController:
     def sync_once(self, keys: set[str] | None = None) -> None:
         """One pass over the workloads ``keys`` (those something changed for), or a full pass
         (None): every workload, the workers' Active, garbage copies, lost workers, Incremental
-        rounds and the re-read of running Jobs, at least every ``idle_interval``. What a pass
+        rounds, at least every ``idle_interval``. What a pass
         writes on the hub marks its workloads for the next pass."""
         engine = self.engine
         assert engine is not None
@@ -221,31 +220,9 @@ class MultiKueueController:
         hub = self._hub.read(engine, keys)
         views = {name: w.snapshot(keys) for name, w in self.workers.items()}
         if full:
-            self._refresh_job_statuses(hub)
             clusters.write_cluster_status(engine, views, now)
         for key in self._dispatch(engine, hub, views, now, full):
             self._touch(key)
-
-    def _refresh_job_statuses(self, hub: Hub) -> None:
-        """Every ``idle_interval``, read again the Jobs of the workers that run this hub's
-        unfinished workloads: a gpuaas worker's Job status follows its pods, which its watch
-        does not report, and Kueue mirrors that status until the Job finishes."""
-        running = {
-            str(status["clusterName"])
-            for doc in hub.workloads.values()
-            if (status := doc.get("status") or {}).get("clusterName") and not _true(doc, "Finished")
-        }
-        for name, w in self.workers.items():
-            if name in running and name not in self._refreshing:
-                self._refreshing.add(name)  # one re-read per worker at a time, never awaited
-                self._pool.submit(self._refresh, w)
-
-    def _refresh(self, w: Worker) -> None:
-        try:
-            for key in w.refresh_jobs():
-                self._touch(key)
-        finally:
-            self._refreshing.discard(w.name)
 
     def _load_workers(self, engine: Engine) -> None:
         docs, _ = engine.list_objects(MULTIKUEUE_CLUSTER)

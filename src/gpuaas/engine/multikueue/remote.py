@@ -45,24 +45,6 @@ WATCH_SECONDS = 60
 _WATCH_READ = 15.0
 
 
-class _Meta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    resourceVersion: str = ""  # the wire's name
-
-
-class _Status(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    status: dict[str, Any] | None = None
-
-
-class _Statuses(msgspec.Struct):
-    items: list[_Status] = msgspec.field(default_factory=list)
-
-
-_decode_statuses = msgspec.json.Decoder(_Statuses).decode
-
-
 class KubeConfigError(Exception):
     """The kubeconfig cannot be used; ``reason`` is the Active condition's reason."""
 
@@ -257,21 +239,6 @@ class RemoteClient:
         items = body.get("items") or []
         rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
         return [i for i in items if isinstance(i, dict)], rv
-
-    def list_statuses(self, base: str, plural: str, label: str, value: str) -> list[JsonDoc]:
-        """The labelled objects, each as its name, namespace, resourceVersion and status only
-        (the hub reads every Job of a worker again each second: decoding their specs and
-        managedFields cost it more than the rest of that re-read)."""
-        sel = quote(f"{label}={value}", safe="")
-        answer = self._call("GET", f"{base}/{plural}?labelSelector={sel}").ok()
-        try:
-            listed = _decode_statuses(answer.body)
-        except msgspec.DecodeError:
-            raise RemoteError(f"GET {base}/{plural}: not a list") from None
-        return [
-            {"metadata": msgspec.structs.asdict(i.metadata), "status": i.status}
-            for i in listed.items
-        ]
 
     def watch(
         self, base: str, plural: str, label: str, value: str, resource_version: str

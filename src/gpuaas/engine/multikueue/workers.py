@@ -123,22 +123,6 @@ class Worker:
         with self._lock:
             return key in self.jobs
 
-    def refresh_jobs(self) -> list[str]:
-        """Read the Jobs again and take the newer status of those the watch knows (a Job's
-        status on a gpuaas worker follows its pods without a change its watch would send).
-        The keys whose status changed."""
-        client = self.client
-        if client is None:
-            return []
-        try:
-            items = client.list_statuses(JOBS, "jobs", ORIGIN_LABEL, self.origin)
-        except RemoteError:
-            return []  # whether it answers is the watches' to say
-        with self._lock:
-            if self.client is not client:
-                return []
-            return [key_of(doc) for doc in items if self._take_job(doc)]
-
     def fresh_job(self, key: str) -> JsonDoc | None:
         """One Job read now (a finishing workload's last status), or None if it is gone."""
         client = self.client

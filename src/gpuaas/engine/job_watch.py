@@ -1,0 +1,105 @@
+"""Watch events for the jobs whose status is made when read: a batch Job, a RayCluster, a RayJob
+and a Notebook show what their workload and their pods are doing now (``vocab.job_status`` and
+friends), computed at each read rather than stored.
+
+Kubernetes' controllers write such a status instead, so a watch of Jobs (``kubectl get jobs -w``,
+an informer, a MultiKueue manager mirroring its worker's Job) hears of each change. A status made
+only at read time gave a watch nothing after ADDED: a Job resumed, ran and completed unseen. Here,
+after each settle, the jobs of the workloads that settle changed (their state, or their pods as
+the runtime reported them) are rendered again; one whose status differs from the status its
+watchers saw last is stored again with it, under a new resourceVersion, as a MODIFIED change, as
+the job controller's status write would be. Reads still compute the status; the stored copy is
+what the watch showed last, and the baseline after a restart.
+
+A Job a MultiKueue manager dispatched keeps its worker's status, written by the controller that
+mirrors it: it is never rendered here. A RayCluster's Ray node records are read only when its
+workload or pods change, so a dashboard address that appears later reaches the watch with the
+next such change (a read shows it at once).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gpuaas.engine import documents
+from gpuaas.store import JsonDoc, ObjectKey, ObjectRecord
+from gpuaas.vocab.kinds import BY_KIND, Kind
+from gpuaas.vocab.multikueue import MANAGED_BY
+
+if TYPE_CHECKING:
+    from gpuaas.engine.readmodel import ObjectIndex
+
+_JOB_KINDS = tuple(k for k in BY_KIND.values() if k.job)
+_UNSEEN = object()
+
+
+class _Engine(Protocol):
+    """What the feed needs of the engine (``engine.Engine``), under its lock."""
+
+    objects: ObjectIndex
+
+    @property
+    def epoch(self) -> int: ...
+
+    def _next_rv(self) -> int: ...
+
+    def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc: ...
+
+
+class JobStatusFeed:
+    """The status each job's watchers saw last, and the workloads whose pods changed since the
+    last settle (``touched``, filled by the runtime bridge). Used only under the engine lock."""
+
+    def __init__(self) -> None:
+        self.touched: set[str] = set()
+        self._published: dict[ObjectKey, Any] = {}
+        self._as_stored: set[ObjectKey] = set()  # a MultiKueue manager's Jobs: never rendered
+        self._epoch = -1
+
+    def collect(self, engine: _Engine, keys: set[str], put: Any) -> None:
+        """Render again the jobs of workloads ``keys`` and of those ``touched``; ``put(rec,
+        doc)`` stores one whose status changed (the engine's ``_put`` of a MODIFIED change)."""
+        if engine.epoch != self._epoch:  # rebuilt from the store: its records are the baseline
+            self._epoch = engine.epoch
+            self._published.clear()
+            self._as_stored.clear()
+        if self.touched:
+            keys = keys | self.touched
+            self.touched = set()
+        names = engine.objects.job_names
+        for key in sorted(keys):
+            ns, _, name = key.partition("/")
+            has_job = key in names  # no job of this name: nothing to decode or render
+            for kind in _JOB_KINDS:
+                okey = ObjectKey(kind.gk, ns, name)
+                rec = engine.objects.get(okey) if has_job else None
+                if rec is None:
+                    self._forget(okey)
+                elif okey not in self._as_stored:
+                    self._render(engine, kind, okey, rec, put)
+
+    def _render(
+        self, engine: _Engine, kind: Kind, okey: ObjectKey, rec: ObjectRecord, put: Any
+    ) -> None:
+        doc = rec.doc
+        if kind.kind == "Job" and (doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
+            self._as_stored.add(okey)  # managedBy cannot change once set
+            return
+        status = engine._shown(kind, rec).get("status")
+        last = self._published.get(okey, _UNSEEN)
+        if last is _UNSEEN:
+            last = doc.get("status")  # what the watch showed before a restart, or nothing yet
+        self._published[okey] = status
+        if status == last:
+            return
+        rv = engine._next_rv()
+        new = documents.with_rv(doc, rv)
+        new["status"] = status
+        put(rec.replace(rv=rv, doc=new), new)
+
+    def _forget(self, okey: ObjectKey) -> None:
+        self._published.pop(okey, None)
+        self._as_stored.discard(okey)
+
+
+__all__ = ["JobStatusFeed"]
