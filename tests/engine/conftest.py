@@ -1,5 +1,7 @@
 """The engine on a fresh SQLite store, shared by the engine tests that need nothing more (a module
-that needs another set-up, a check served or a different store, defines its own ``engine``)."""
+that needs another set-up, a check served or a different store, defines its own ``engine``), and
+``node``: an engine with the local runtime attached (``test_runtime_bridge.Node``) and the
+queues of ``test_runtime_bridge._setup``, for the tests that run real pods."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_runtime_bridge import Node, _setup
 
 from gpuaas.engine.engine import Engine
 from gpuaas.store import open_store
@@ -21,3 +24,13 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     finally:
         e.close()
         store.close()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    n = Node(tmp_path)
+    try:
+        _setup(n.engine)
+        yield n
+    finally:
+        n.close()

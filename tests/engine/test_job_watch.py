@@ -8,12 +8,9 @@ MultiKueue manager see a Job wait suspended, resume, run and complete.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-from test_runtime_bridge import Node, _setup, job
+from test_runtime_bridge import Node, job
 
 from gpuaas.store import Change
 from gpuaas.vocab.kinds import BY_KIND
@@ -36,21 +33,15 @@ class JobChanges:
         seen = self.of(name)
         return dict(seen[-1].doc.get("status") or {}) if seen else None
 
-    def flushed(self, node: Node, sentinel: str) -> None:
-        """Deliveries come in order, on the watch hub's thread: once a new Job's ADDED has
-        come, every change before it has."""
-        node.engine.create(JOB, "ns", job(sentinel, "sleep 30", cpu="0"))
-        node.until(lambda: self.of(sentinel))
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    n = Node(tmp_path)
-    try:
-        _setup(n.engine)
-        yield n
-    finally:
-        n.close()
+    def after_settles(self, node: Node, times: int) -> None:
+        """Let the engine tick and poll its runtime ``times`` times, then wait for what that
+        published: deliveries come in order, on the watch hub's thread, so once a new Job's
+        ADDED has come, every change before it has."""
+        for _ in range(times):
+            node.engine.tick()
+            node.engine.poll_observers()
+        node.engine.create(JOB, "ns", job("sentinel", "sleep 30", cpu="0"))
+        node.until(lambda: self.of("sentinel"))
 
 
 def _cond(status: dict[str, Any] | None, type_: str) -> str | None:
@@ -98,10 +89,7 @@ def test_no_change_is_published_when_nothing_changed(node: Node) -> None:
     node.engine.create(JOB, "ns", job("quiet", "sleep 30"))
     node.until(lambda: (before.last_status("quiet") or {}).get("ready"))
     changes = JobChanges(node)
-    for _ in range(5):
-        node.engine.tick()
-        node.engine.poll_observers()
-    changes.flushed(node, "sentinel")
+    changes.after_settles(node, 5)
     assert changes.of("quiet") == []
 
 
@@ -112,10 +100,7 @@ def test_after_a_restart_an_unchanged_job_is_not_published_again(node: Node) -> 
     before = node.engine.get(JOB, "ns", "done")
     node.restart()
     changes = JobChanges(node)
-    for _ in range(3):
-        node.engine.tick()
-        node.engine.poll_observers()
-    changes.flushed(node, "sentinel")
+    changes.after_settles(node, 3)
     assert changes.of("done") == []
     after = node.engine.get(JOB, "ns", "done")
     assert after["status"] == before["status"]
@@ -128,9 +113,6 @@ def test_a_multikueue_managers_job_keeps_its_stored_status(node: Node) -> None:
     doc["spec"]["managedBy"] = MANAGED_BY
     changes = JobChanges(node)
     node.engine.create(JOB, "ns", doc)
-    for _ in range(3):
-        node.engine.tick()
-        node.engine.poll_observers()
-    changes.flushed(node, "sentinel")
+    changes.after_settles(node, 3)
     assert [c.type for c in changes.of("remote")] == ["ADDED"]
     assert node.engine.get(JOB, "ns", "remote").get("status") is None

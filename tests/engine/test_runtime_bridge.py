@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,16 +90,6 @@ class Node:
 
     def logs(self, key: str) -> list[str]:
         return list(self.bridge.logs(key, None, follow=False))
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    n = Node(tmp_path)
-    try:
-        _setup(n.engine)
-        yield n
-    finally:
-        n.close()
 
 
 def _setup(e: Engine) -> None:

@@ -9,11 +9,8 @@ for change nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from test_runtime_bridge import Node, _setup, job
+from test_runtime_bridge import Node, job
 
 from gpuaas.core.decisions import Admit, CheckState, Evict, Pend, Requeue, Reserve
 from gpuaas.core.state import Phase
@@ -21,16 +18,6 @@ from gpuaas.vocab.kinds import BY_KIND
 
 JOB = BY_KIND["Job"]
 SLEEP = "echo up; sleep 30"
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    n = Node(tmp_path)
-    try:
-        _setup(n.engine)
-        yield n
-    finally:
-        n.close()
 
 
 def _running_without_pods(node: Node, key: str) -> None:
