@@ -14,6 +14,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -156,6 +157,44 @@ def test_watch_prints_table_rows_and_410(kube: Kube) -> None:
         params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
         lines = [json.loads(x) for x in c.get(url, params=params).text.splitlines()]
         assert lines[-1]["type"] == "BOOKMARK" and lines[-1]["object"]["kind"] == "ClusterQueue"
+
+
+def test_watch_of_jobs_sees_a_preempted_job_suspended(kube: Kube) -> None:
+    """A Job's status changes reach ``kubectl get jobs -w`` as the job controller's writes do:
+    team-b's Job runs, team-a's reclaims the quota, and the watch sees team-b's suspended."""
+    apply_file(kube, SETUP)
+    apply_file(kube, REPO / "examples/004-jobs/team-b-job.yaml")
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "HOME": str(kube.home)}
+    with subprocess.Popen(
+        [KUBECTL, "get", "jobs", "-A", "-w", "--output-watch-events", "-o", "json",
+         "--request-timeout=20s"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+
+        def events() -> Iterator[tuple[str, str, dict[str, Any]]]:
+            """(type, name, conditions by type), one event per line as kubectl prints them."""
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                event = json.loads(line)
+                obj = event["object"]
+                conds = (obj.get("status") or {}).get("conditions") or []
+                yield event["type"], obj["metadata"]["name"], {c["type"]: c for c in conds}
+            raise AssertionError("watch ended")
+
+        try:
+            seen = events()
+            # the watch has started (its first event: team-b's Job as it is), then team-a comes
+            first = next(seen)
+            assert first[:2] == ("ADDED", "team-b-job")
+            assert first[2]["Suspended"]["status"] == "False"
+            apply_file(kube, REPO / "examples/004-jobs/team-a-job.yaml")
+            for type_, name, conds in seen:
+                if name == "team-b-job" and conds.get("Suspended", {}).get("status") == "True":
+                    assert type_ == "MODIFIED" and conds["Suspended"]["reason"] == "JobSuspended"
+                    break
+        finally:
+            proc.kill()
 
 
 def test_watch_from_a_forgotten_version_is_410(
