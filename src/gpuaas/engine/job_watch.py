@@ -19,18 +19,19 @@ next such change (a read shows it at once).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from gpuaas.engine import documents
 from gpuaas.store import JsonDoc, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import BY_KIND, Kind
-from gpuaas.vocab.multikueue import MANAGED_BY
+from gpuaas.vocab.multikueue import runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.readmodel import ObjectIndex
 
 _JOB_KINDS = tuple(k for k in BY_KIND.values() if k.job)
-_UNSEEN = object()
+Put = Callable[[ObjectRecord, JsonDoc], None]
 
 
 class _Engine(Protocol):
@@ -47,21 +48,20 @@ class _Engine(Protocol):
 
 
 class JobStatusFeed:
-    """The status each job's watchers saw last, and the workloads whose pods changed since the
-    last settle (``touched``, filled by the runtime bridge). Used only under the engine lock."""
+    """The workloads whose pods changed since the last settle (``touched``, filled by the
+    runtime bridge) and the Jobs never rendered here. What a job's watchers saw last is its
+    stored status: each change is stored as it is published. Used only under the engine lock."""
 
     def __init__(self) -> None:
         self.touched: set[str] = set()
-        self._published: dict[ObjectKey, Any] = {}
         self._as_stored: set[ObjectKey] = set()  # a MultiKueue manager's Jobs: never rendered
         self._epoch = -1
 
-    def collect(self, engine: _Engine, keys: set[str], put: Any) -> None:
+    def collect(self, engine: _Engine, keys: set[str], put: Put) -> None:
         """Render again the jobs of workloads ``keys`` and of those ``touched``; ``put(rec,
         doc)`` stores one whose status changed (the engine's ``_put`` of a MODIFIED change)."""
-        if engine.epoch != self._epoch:  # rebuilt from the store: its records are the baseline
+        if engine.epoch != self._epoch:  # rebuilt from the store: nothing known is kept
             self._epoch = engine.epoch
-            self._published.clear()
             self._as_stored.clear()
         if self.touched:
             keys = keys | self.touched
@@ -74,32 +74,24 @@ class JobStatusFeed:
                 okey = ObjectKey(kind.gk, ns, name)
                 rec = engine.objects.get(okey) if has_job else None
                 if rec is None:
-                    self._forget(okey)
+                    self._as_stored.discard(okey)
                 elif okey not in self._as_stored:
                     self._render(engine, kind, okey, rec, put)
 
     def _render(
-        self, engine: _Engine, kind: Kind, okey: ObjectKey, rec: ObjectRecord, put: Any
+        self, engine: _Engine, kind: Kind, okey: ObjectKey, rec: ObjectRecord, put: Put
     ) -> None:
         doc = rec.doc
-        if kind.kind == "Job" and (doc.get("spec") or {}).get("managedBy") == MANAGED_BY:
+        if kind.kind == "Job" and not runs_pods_here(doc):
             self._as_stored.add(okey)  # managedBy cannot change once set
             return
         status = engine._shown(kind, rec).get("status")
-        last = self._published.get(okey, _UNSEEN)
-        if last is _UNSEEN:
-            last = doc.get("status")  # what the watch showed before a restart, or nothing yet
-        self._published[okey] = status
-        if status == last:
+        if status == doc.get("status"):  # what the watch showed last (None: nothing yet)
             return
         rv = engine._next_rv()
         new = documents.with_rv(doc, rv)
         new["status"] = status
         put(rec.replace(rv=rv, doc=new), new)
-
-    def _forget(self, okey: ObjectKey) -> None:
-        self._published.pop(okey, None)
-        self._as_stored.discard(okey)
 
 
 __all__ = ["JobStatusFeed"]

@@ -36,7 +36,7 @@ from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, Object
 from gpuaas.vocab import notebook_status, ray_status
 from gpuaas.vocab.job_status import job_status as render_job_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
-from gpuaas.vocab.multikueue import MANAGED_BY
+from gpuaas.vocab.multikueue import runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -184,7 +184,7 @@ class ReadModel:
         whole list. The stored document is decoded once (each read of ``rec.doc`` decodes it
         anew: twice here was most of a list of a MultiKueue worker's Jobs)."""
         doc = rec.doc
-        if (doc.get("spec") or {}).get("managedBy") == MANAGED_BY or _job_ended(doc):
+        if not runs_pods_here(doc) or _job_ended(doc):  # managed by MultiKueue, or final
             return doc
         key = f"{rec.key.namespace}/{rec.key.name}"
         if all_live is not None:
