@@ -8,10 +8,13 @@ MultiKueue manager see a Job wait suspended, resume, run and complete.
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 from test_runtime_bridge import Node, job
 
+from gpuaas.engine.runtime_bridge import RAY_RECORDS_SECONDS
 from gpuaas.store import Change
 from gpuaas.vocab.kinds import BY_KIND
 from gpuaas.vocab.multikueue import MANAGED_BY
@@ -116,3 +119,60 @@ def test_a_multikueue_managers_job_keeps_its_stored_status(node: Node) -> None:
     changes.after_settles(node, 3)
     assert [c.type for c in changes.of("remote")] == ["ADDED"]
     assert node.engine.get(JOB, "ns", "remote").get("status") is None
+
+
+RAYCLUSTER = BY_KIND["RayCluster"]
+
+
+def raycluster(name: str, managed_by: str | None = None) -> dict[str, Any]:
+    """A RayCluster whose head has a command (kept as it is: no Ray is started)."""
+    container = {"name": "head", "image": "rayproject/ray", "command": ["sleep", "60"],
+                 "resources": {"requests": {"cpu": "1"}}}  # fmt: skip
+    template = {"spec": {"terminationGracePeriodSeconds": 1, "containers": [container]}}
+    spec: dict[str, Any] = {"headGroupSpec": {"rayStartParams": {}, "template": template}}
+    if managed_by is not None:
+        spec["managedBy"] = managed_by
+    meta = {"name": name, "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": spec}
+
+
+def test_a_watch_hears_a_raycluster_turn_ready_when_its_head_records_it(node: Node) -> None:
+    """The head's Ray node record (its address, ports and readiness, which ``ray_pod`` writes
+    once ``ray start`` is done) comes after its pod started, with no pod event: the runtime
+    bridge reads the records of running Ray clusters and a change renders the status again."""
+    seen: list[Change] = []
+    node.engine.hub.subscribe(seen.append, lambda c: c.key.gk == RAYCLUSTER.gk)
+
+    def last() -> dict[str, Any]:
+        mine = [c for c in list(seen) if c.key.name == "rc"]
+        return dict(mine[-1].doc.get("status") or {}) if mine else {}
+
+    node.engine.create(RAYCLUSTER, "ns", raycluster("rc"))
+    head = node.until(lambda: [p for p in node.pods("ns/rc") if p.phase == "Running"])[0]
+    node.until(lambda: last().get("state") == "")  # admitted, not suspended, not ready
+    published = len(seen)
+    for _ in range(3):  # the records are read every half second: nothing new to tell
+        node.engine.tick()
+        node.engine.poll_observers()
+        time.sleep(RAY_RECORDS_SECONDS)
+    assert last().get("state") == "" and len(seen) == published
+    record = {"pod": head.name, "run": "r1", "ready": True, "nodeIP": "127.0.0.1",
+              "ports": {"gcs": 6379, "client": 10001, "dashboard": 8265}}  # fmt: skip
+    records = node.bridge.runtime.workload_dir("ns/rc") / "ray"
+    records.mkdir(parents=True, exist_ok=True)
+    (records / "head.json").write_text(json.dumps(record))
+    ready = node.until(lambda: last() if last().get("state") == "ready" else None)
+    assert ready["endpoints"] == {"gcs-server": "6379", "client": "10001", "dashboard": "8265"}
+    assert ready["head"] == {"podIP": "127.0.0.1", "podName": head.name}
+    assert node.engine.get(RAYCLUSTER, "ns", "rc")["status"] == ready
+
+
+def test_a_multikueue_managers_raycluster_keeps_its_stored_status(node: Node) -> None:
+    """As a batch Job's: a dispatched RayCluster's status is its worker's, mirrored."""
+    seen: list[Change] = []
+    node.engine.hub.subscribe(seen.append, lambda c: c.key.gk == RAYCLUSTER.gk)
+    node.engine.create(RAYCLUSTER, "ns", raycluster("remote-rc", managed_by=MANAGED_BY))
+    JobChanges(node).after_settles(node, 3)
+    assert [c.type for c in seen if c.key.name == "remote-rc"] == ["ADDED"]
+    assert node.engine.get(RAYCLUSTER, "ns", "remote-rc").get("status") is None
+    assert not node.pods("ns/remote-rc")

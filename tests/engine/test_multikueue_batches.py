@@ -1,6 +1,6 @@
 """A pass's writes to one worker go as one batch (``operations.run_batch`` on one pool thread):
-each write's calls keep their order (a Job is deleted before the copy it owns, and a copy whose
-Job's delete failed is not deleted), a failed write fails alone, and the in-flight set wakes or
+each write's calls keep their order (a Job, or a RayCluster, is deleted at its own path before
+the copy it owns, and a copy whose Job's delete failed is not deleted), a failed write fails alone, and the in-flight set wakes or
 marks each write's workload as a write on its own did. Against a real HTTP server that records
 what it was asked."""
 
@@ -18,6 +18,8 @@ from gpuaas.engine.multikueue.operations import (
     run_batch,
 )
 from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, Target
+
+RAY = "/apis/ray.io/v1"
 
 
 class _Records(BaseHTTPRequestHandler):
@@ -51,8 +53,8 @@ def _ops(client: RemoteClient) -> list[Operation]:
     body = {"metadata": {"name": "new", "namespace": "ns"}}
     return [
         Operation(CREATE_COPY, "w1", "ns/new", client, body=body),
-        Operation(REMOVE, "w1", "ns/broken", client, with_job=True),
-        Operation(REMOVE, "w1", "ns/ok", client, with_job=True),
+        Operation(REMOVE, "w1", "ns/broken", client, job=(JOBS, "jobs")),
+        Operation(REMOVE, "w1", "ns/ok", client, job=(RAY, "rayclusters")),
         Operation(REMOVE, "w1", "ns/bare", client),
         Operation(REMOVE, "w1", "ns/quiet", client, wake=False),
     ]
@@ -73,12 +75,13 @@ def test_a_batch_keeps_each_writes_order_and_fails_each_apart() -> None:
         assert "500" in str(outcome[1])
         seen = _Records.seen
         job, copy = f"{JOBS}/namespaces/ns/jobs", f"{WORKLOADS}/namespaces/ns/workloads"
+        ray = f"{RAY}/namespaces/ns/rayclusters"
         assert sorted(seen) == sorted([
             ("POST", f"{WORKLOADS}/namespaces/ns/workloads"),
-            ("DELETE", f"{job}/broken"), ("DELETE", f"{job}/ok"), ("DELETE", f"{copy}/ok"),
+            ("DELETE", f"{job}/broken"), ("DELETE", f"{ray}/ok"), ("DELETE", f"{copy}/ok"),
             ("DELETE", f"{copy}/bare"), ("DELETE", f"{copy}/quiet"),
         ])  # fmt: skip
-        assert seen.index(("DELETE", f"{job}/ok")) < seen.index(("DELETE", f"{copy}/ok"))
+        assert seen.index(("DELETE", f"{ray}/ok")) < seen.index(("DELETE", f"{copy}/ok"))
     finally:
         client.close()
         server.shutdown()

@@ -31,7 +31,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MultiKueueControl
         c._in_flight, "submit_many", lambda ops: submitted.extend(o.key for o in ops) or ops
     )
     client = RemoteClient(Target("http://127.0.0.1:1", "", None))
-    view = WorkerView("w1", client, True, "Active", "Connected", None, {}, {})
+    view = WorkerView("w1", client, True, "Active", "Connected", None, {}, {}, {})
     c._remove(view, "ns/finished")  # planned by a pass on the hub's unsaved finish
     try:
         yield c, submitted

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpuaas.engine.multikueue.controller import MultiKueueController
+from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS
 from gpuaas.engine.multikueue.workers import Worker
 
 KEY = "default/all-at-once"
@@ -30,11 +31,11 @@ def test_a_job_answered_after_the_snapshot_keeps_the_choice(
 ) -> None:
     w = Worker("b", time.time, lambda _key: None, "hub")
     controller.workers["b"] = w
-    w.assume(False, KEY, "workloads", {"metadata": {"name": "all-at-once"}})
+    w.assume(False, KEY, WORKLOADS, "workloads", {"metadata": {"name": "all-at-once"}})
     before = w.snapshot()  # the pass's snapshot: the copy, no Job yet
     controller._placing[KEY] = "b"  # the Job was sent to "b" by an earlier pass
     # The create is answered now: in the worker's cache, and no longer in flight.
-    w.assume(False, KEY, "jobs", {"metadata": {"name": "all-at-once"}})
+    w.assume(False, KEY, JOBS, "jobs", {"metadata": {"name": "all-at-once"}})
     assert not controller._in_flight.busy("create-job", "b", KEY)
     assert controller._placed(KEY, HOLDS_QUOTA, {"b": before}) == "b"
 
@@ -42,7 +43,7 @@ def test_a_job_answered_after_the_snapshot_keeps_the_choice(
 def test_a_job_that_never_went_drops_the_choice(controller: MultiKueueController) -> None:
     w = Worker("b", time.time, lambda _key: None, "hub")
     controller.workers["b"] = w
-    w.assume(False, KEY, "workloads", {"metadata": {"name": "all-at-once"}})
+    w.assume(False, KEY, WORKLOADS, "workloads", {"metadata": {"name": "all-at-once"}})
     controller._placing[KEY] = "b"  # its create failed: not in flight, not on the worker
     assert controller._placed(KEY, HOLDS_QUOTA, {"b": w.snapshot()}) is None
     assert KEY not in controller._placing

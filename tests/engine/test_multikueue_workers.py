@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from mkcluster import KUEUE, apply, client, close_clients, queues, wait_for
 
 from gpuaas.api.testing import ServerProcess
-from gpuaas.engine.multikueue.remote import RemoteClient, Target
+from gpuaas.engine.multikueue.remote import WORKLOADS, RemoteClient, Target
 from gpuaas.engine.multikueue.workers import Worker
 
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
@@ -104,11 +105,79 @@ def test_answered_writes_are_assumed_and_a_dead_worker_is_inactive(
 ) -> None:
     srv, w, _ = watched
     _until("the worker Active", lambda: w.snapshot().active)
-    w.assume(False, "default/pending", "workloads", _copy("pending"))
+    w.assume(False, "default/pending", WORKLOADS, "workloads", _copy("pending"))
     assert "default/pending" in w.snapshot().copies  # before any watch event
-    w.assume(True, "default/pending", "workloads", None)
+    w.assume(True, "default/pending", WORKLOADS, "workloads", None)
     assert "default/pending" not in w.snapshot().copies
     srv.kill()
     _until("the worker Inactive", lambda: not w.snapshot().active)
     view = w.snapshot()
     assert view.reason == "ClientConnectionFailed" and view.lost_since is not None
+
+
+class _NoKubeRay(BaseHTTPRequestHandler):
+    """A Kubernetes API with Kueue and batch Jobs but no KubeRay (or, ``no_kueue``, not even
+    Kueue): lists answer empty, a watch a bookmark then silence, and 404 for what is not
+    served, as kube-apiserver answers for a resource with no CRD."""
+
+    protocol_version = "HTTP/1.1"
+    no_kueue = False
+
+    def do_GET(self) -> None:
+        path = self.path.partition("?")[0]
+        served = path.endswith("/jobs") or (path.endswith("/workloads") and not self.no_kueue)
+        if not served:
+            body = b'{"kind":"Status","status":"Failure","reason":"NotFound","code":404}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if "watch=true" not in self.path:
+            body = b'{"items":[],"metadata":{"resourceVersion":"1"}}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        line = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}}\n'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.flush()
+        time.sleep(2)  # then the stream ends: watched again
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.mark.parametrize("no_kueue", [False, True])
+def test_a_job_kind_the_worker_does_not_serve_leaves_it_active(no_kueue: bool) -> None:
+    """A worker without KubeRay answers 404 for RayClusters and RayJobs: it stays Active for
+    the kinds it serves (Kueue would keep it inactive while any adapter's watch fails). One
+    without Kueue's Workloads is never Active: copies cannot go there."""
+    handler = type("Handler", (_NoKubeRay,), {"no_kueue": no_kueue})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    w = Worker("w", time.time, lambda _key: None, "hub-a")
+    try:
+        target = Target(f"http://127.0.0.1:{server.server_address[1]}", "t", None)
+        w.connect(b"unused", RemoteClient(target))
+        if no_kueue:
+            _until("the worker seen failing", lambda: "404" in w.snapshot().message)
+            time.sleep(1)
+            assert not w.snapshot().active
+        else:
+            _until("the worker Active without KubeRay", lambda: w.snapshot().active)
+            view = w.snapshot()
+            assert (view.reason, view.message) == ("Active", "Connected")
+    finally:
+        w.disconnect(None, "", "")
+        server.shutdown()
+        server.server_close()

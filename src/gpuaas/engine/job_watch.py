@@ -11,8 +11,8 @@ watchers saw last is stored again with it, under a new resourceVersion, as a MOD
 the job controller's status write would be. Reads still compute the status; the stored copy is
 what the watch showed last, and the baseline after a restart.
 
-A Job a MultiKueue manager dispatched keeps its worker's status, written by the controller that
-mirrors it: it is never rendered here. A RayCluster's Ray node records are read only when its
+A job a MultiKueue manager dispatched (a batch Job, a RayCluster, a RayJob) keeps its worker's
+status, written by the controller that mirrors it: it is never rendered here. A RayCluster's Ray node records are read only when its
 workload or pods change, so a dashboard address that appears later reaches the watch with the
 next such change (a read shows it at once).
 """
@@ -54,7 +54,7 @@ class JobStatusFeed:
 
     def __init__(self) -> None:
         self.touched: set[str] = set()
-        self._as_stored: set[ObjectKey] = set()  # a MultiKueue manager's Jobs: never rendered
+        self._as_stored: set[ObjectKey] = set()  # a MultiKueue manager's jobs: never rendered
         self._epoch = -1
 
     def collect(self, engine: _Engine, keys: set[str], put: Put) -> None:
@@ -82,7 +82,7 @@ class JobStatusFeed:
         self, engine: _Engine, kind: Kind, okey: ObjectKey, rec: ObjectRecord, put: Put
     ) -> None:
         doc = rec.doc
-        if kind.kind == "Job" and not runs_pods_here(doc):
+        if not runs_pods_here(doc):  # a MultiKueue manager's: its worker's status, mirrored
             self._as_stored.add(okey)  # managedBy cannot change once set
             return
         status = engine._shown(kind, rec).get("status")

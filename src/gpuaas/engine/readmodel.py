@@ -50,6 +50,9 @@ _SHOWN_LIVE = ("ClusterQueue", "LocalQueue", "RayCluster", "RayJob")
 _JOB_GKS = frozenset(k.gk for k in BY_KIND.values() if k.job)
 
 
+_RAY_KINDS = ("RayCluster", "RayJob")
+
+
 def _job_ended(doc: JsonDoc) -> bool:
     """Whether a Job's stored status (``engine.job_watch`` stores each change) is terminal:
     Complete or Failed, which Kubernetes never changes again. It is shown as stored: made again
@@ -224,7 +227,10 @@ class ReadModel:
 
     def _shown(self, kind: Kind, rec: ObjectRecord) -> JsonDoc:
         """The stored doc; queues get their live counters as status (never stored), and a
-        RayCluster or RayJob gets KubeRay's status from its workload and what runs for it."""
+        RayCluster or RayJob gets KubeRay's status from its workload and what runs for it,
+        unless a MultiKueue manager dispatched it: its stored status is its worker's."""
+        if kind.kind in _RAY_KINDS and not runs_pods_here(rec.doc):
+            return rec.doc
         if kind.kind == "RayCluster":
             key = f"{rec.key.namespace}/{rec.key.name}"
             live = self.job_status(key) if self.job_status is not None else None

@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 PODS_LOST = "PodsLost"
 SWEEP_SECONDS = 1.0  # between the tick's passes over every running and waiting workload
+RAY_RECORDS_SECONDS = 0.5  # between reads of the running Ray clusters' node records
+_RAY_KINDS = ("RayCluster", "RayJob")
 DEADLINE_EXCEEDED = "DeadlineExceeded"  # KubeRay's reason for a RayJob past its deadline
 _READY_PHASES = ("Running", "Succeeded")  # a Job's pods count as ready running or succeeded
 _RUNTIME_EVENTS = {
@@ -88,6 +90,9 @@ class RuntimeBridge:
         self._swept_at = float("-inf")  # engine time of the tick's last pass over every run
         self._warned: dict[str, str] = {}  # key -> last start problem, said once
         self._deadlines: dict[str, int | None] = {}  # running RayJob -> activeDeadlineSeconds
+        # running RayCluster or RayJob -> its Ray node records as last read (None: another kind)
+        self._ray_seen: dict[str, dict[str, Any] | None] = {}
+        self._ray_read_at = float("-inf")
         self._epoch = 0  # the engine's epoch last reconciled with (it may rebuild its state)
         self._adopted: list[str] = []
         self._ready: dict[str, bool] = {}  # key -> last "every pod runs" told to the engine
@@ -121,6 +126,7 @@ class RuntimeBridge:
             for ev in self.runtime.poll():
                 self._on_runtime_event(engine, ev, now)
             self._enforce_deadlines(engine, now)
+            self._watch_ray_records(engine, now)
             # The settles stop and drop what they decide about; this pass over every running
             # workload (a view each) is the safety net, once a second rather than every poll.
             sweep = now - self._swept_at >= SWEEP_SECONDS
@@ -339,10 +345,12 @@ class RuntimeBridge:
         workload's (``_stop_unwanted``) and its quota is released."""
         running = self.runtime.running()
         self._deadlines = {k: v for k, v in self._deadlines.items() if k in running}
+        self._ray_seen = {k: v for k, v in self._ray_seen.items() if k in running}
         for key in running.keys() - self._deadlines.keys():  # each run's manifest read once
             manifest = engine.source_manifest(key) or {}
             spec = manifest.get("spec") if manifest.get("kind") == "RayJob" else None
             self._deadlines[key] = active_deadline(spec if isinstance(spec, dict) else {})
+            self._ray_seen[key] = {} if manifest.get("kind") in _RAY_KINDS else None
         # Views only of what has a deadline (a RayJob's): one for every running workload at
         # every tick was 7 % of a MultiKueue worker's CPU with 600 Jobs running.
         timed = [key for key, deadline in self._deadlines.items() if deadline is not None]
@@ -357,6 +365,25 @@ class RuntimeBridge:
             what = f"Workload {st.key}"
             engine.record_event(Event(now, "Warning", DEADLINE_EXCEEDED, what, message, st.key))
             engine.finish_now(st.key, now, succeeded=False)
+
+    def _watch_ray_records(self, engine: Engine, now: float) -> None:
+        """A RayCluster's or RayJob's status also follows its Ray node records (the head's
+        address and readiness, each worker's, a RayJob's job status), which its pods write
+        after they started: a pod event never tells of them. Every ``RAY_RECORDS_SECONDS``
+        the records of each running one (``_enforce_deadlines`` keeps which they are) are read,
+        and one whose records changed has its status rendered again at the next settle
+        (``Engine.job_pods_changed``), so its watchers hear of it (a RayCluster turning
+        ``ready``, a MultiKueue manager mirroring it) within that time."""
+        if now - self._ray_read_at < RAY_RECORDS_SECONDS:
+            return
+        self._ray_read_at = now
+        for key, last in list(self._ray_seen.items()):
+            if last is None:
+                continue
+            records = self.runtime.ray_records(key)
+            if records != last:
+                self._ray_seen[key] = records
+                engine.job_pods_changed(key)
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)

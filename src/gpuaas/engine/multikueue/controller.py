@@ -346,14 +346,21 @@ class MultiKueueController:
                 self._submit(CREATE_COPY, w, key, workload_copy(bodies[key], self.options.origin))
         sent = self._send_jobs(engine, sends) | on_way
         self._flush(engine)
-        # A finishing workload's Job is read once more, so the hub's Job ends with its last status.
+        # A finishing workload's job is read once more, so the hub's ends with its last status.
         finishing = [
-            (views[str(doc["status"]["clusterName"])], key)
+            (views[str(doc["status"]["clusterName"])], key, owner)
             for key, p, doc in results
-            if p.finish is not None and (doc.get("status") or {}).get("clusterName") in views
+            if p.finish is not None
+            and (doc.get("status") or {}).get("clusterName") in views
+            and (owner := _job_kind(doc)) is not None
         ]
-        reads = self._pool.map(lambda wk: self.workers[wk[0].name].fresh_job(wk[1]), finishing)
-        for (w, key), job in zip(finishing, list(reads), strict=True):
+        reads = self._pool.map(
+            lambda wkk: self.workers[wkk[0].name].fresh_job(
+                wkk[1], wkk[2].base_path(), wkk[2].plural
+            ),
+            finishing,
+        )
+        for (w, key, _), job in zip(finishing, list(reads), strict=True):
             if job is not None:
                 w.jobs[key] = job
         updates: list[writes.WorkloadUpdate] = []
@@ -438,7 +445,7 @@ class MultiKueueController:
     def _remove(self, w: WorkerView, key: str, wake: bool = True) -> None:
         if w.client is not None and not self._in_flight.busy(REMOVE, w.name, key):
             # the Job as last seen; one made since fails the delete: retried
-            op = Operation(REMOVE, w.name, key, w.client, with_job=key in w.jobs, wake=wake)
+            op = Operation(REMOVE, w.name, key, w.client, job=w.job_at.get(key), wake=wake)
             self._queued.append(op)
 
     def _flush(self, engine: Engine) -> None:
@@ -526,8 +533,9 @@ class MultiKueueController:
     def _mirror_job(
         self, key: str, doc: JsonDoc, connected: dict[str, WorkerView], cluster: str | None
     ) -> writes.StatusWrite | None:
-        """Kueue's SyncJob for a batch Job: the status of its Job on worker ``cluster``, to copy
-        to the manager's (None when there is none, or it is the status mirrored last time)."""
+        """Kueue's SyncJob (its batch Job, RayCluster and RayJob adapters alike): the status of
+        the job on worker ``cluster``, whole, to copy to the manager's (None when there is none,
+        or it is the status mirrored last time)."""
         chosen = connected.get(cluster or "")
         remote = chosen.jobs.get(key) if chosen is not None else None
         owner = _owner(doc)

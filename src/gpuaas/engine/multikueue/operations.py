@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, Call, RemoteClient, RemoteError
+from gpuaas.engine.multikueue.remote import WORKLOADS, Call, RemoteClient, RemoteError
 from gpuaas.engine.multikueue.workers import Worker
 from gpuaas.vocab import multikueue as mk
 
@@ -77,7 +77,9 @@ class Operation:
     base: str = WORKLOADS
     plural: str = "workloads"
     body: JsonDoc | None = None
-    with_job: bool = False  # REMOVE: the worker has the Job too (deleted first: it owns the copy)
+    # REMOVE: where the worker's job is, (API base path, plural), when it has one: deleted
+    # first, since it owns the copy
+    job: tuple[str, str] | None = None
     wake: bool = True  # wake the controller for this workload once answered
 
     def steps(self) -> list[Call]:
@@ -85,9 +87,10 @@ class Operation:
         ns, _, name = self.key.partition("/")
         if self.verb == REMOVE:
             copy = Call("DELETE", f"{WORKLOADS}/namespaces/{ns}/workloads/{name}", None, (404,))
-            if not self.with_job:
+            if self.job is None:
                 return [copy]
-            return [Call("DELETE", f"{JOBS}/namespaces/{ns}/jobs/{name}", None, (404,)), copy]
+            base, plural = self.job
+            return [Call("DELETE", f"{base}/namespaces/{ns}/{plural}/{name}", None, (404,)), copy]
         assert self.body is not None
         return [Call("POST", f"{self.base}/namespaces/{ns}/{self.plural}", self.body, (409,))]
 
@@ -167,7 +170,7 @@ class InFlight:
     def _done(self, op: Operation, ok: bool) -> None:
         worker = self._workers.get(op.worker)
         if ok and worker is not None:
-            worker.assume(op.verb == REMOVE, op.key, op.plural, op.body)
+            worker.assume(op.verb == REMOVE, op.key, op.base, op.plural, op.body)
         with self._lock:
             self._busy.discard((op.verb, op.worker, op.key))
         # A copy's news is its admission, which its watch sends; a loser's removal leads

@@ -54,7 +54,11 @@ class KubeConfigError(Exception):
 
 
 class RemoteError(Exception):
-    """A call to a worker failed (it did not answer, or answered an error)."""
+    """A call to a worker failed (it did not answer, or answered an error: ``status``, else 0)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +174,7 @@ class Answer:
             message = str(doc.get("message") or text) if isinstance(doc, dict) else text
         except msgspec.DecodeError:
             message = text
-        raise RemoteError(f"{self.method} {self.path}: {self.status}: {message}")
+        raise RemoteError(f"{self.method} {self.path}: {self.status}: {message}", self.status)
 
 
 class RemoteClient:

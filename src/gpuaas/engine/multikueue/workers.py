@@ -7,9 +7,16 @@ origin): list, then watch from the list's resourceVersion, apply each event to i
 ``notify`` (the controller's wake-up, with the changed workload's key) when the event is news to
 the controller (a new status, a deletion it did not assume: ``_news``), and on a failed call
 mark the worker unreachable and list again after a short pause. The controller never reads a worker over the network in its pass: it
-takes a ``snapshot`` of these caches. A worker is Active when both of its watches are listed and
+takes a ``snapshot`` of these caches. A worker is Active when all of its watches are listed and
 answering; a dead worker is seen at once (the stream breaks and the relist is refused), a hung one
 when its stream stays silent past the read timeout and the next watch gets no answer.
+
+The job kinds watched are those of Kueue's MultiKueue adapters that gpuaas dispatches: batch
+Jobs, RayClusters and RayJobs (``JOB_KINDS``), one watch each, all in one ``jobs`` cache by
+workload key with the path each came from (``job_at``: where the Job is deleted). A worker that
+answers 404 to the list of a job kind does not serve it (a Kubernetes cluster without KubeRay):
+unlike Kueue, which keeps such a worker inactive while any adapter's watch fails, it stays
+Active without that kind, and the list is tried again every ``ABSENT_RETRY_SECONDS``.
 
 It owns the watch threads and caches only; what to do with a copy is the controller's business.
 """
@@ -22,13 +29,20 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaas.engine.multikueue.remote import JOBS, WORKLOADS, RemoteClient, RemoteError
+from gpuaas.engine.multikueue.remote import WORKLOADS, RemoteClient, RemoteError
+from gpuaas.vocab.kinds import BY_KIND
 from gpuaas.vocab.multikueue import ORIGIN_LABEL
 
 log = logging.getLogger(__name__)
 JsonDoc = dict[str, Any]
 RETRY_SECONDS = 0.5  # pause after a failed list or watch before the next try
-_RESOURCES = (("copies", WORKLOADS, "workloads"), ("jobs", JOBS, "jobs"))
+ABSENT_RETRY_SECONDS = 30.0  # pause before listing again a job kind the worker does not serve
+JOB_KINDS = tuple(BY_KIND[k] for k in ("Job", "RayCluster", "RayJob"))
+# (cache, API base path, plural) of every watched resource; the plural names it
+_RESOURCES = (
+    ("copies", WORKLOADS, "workloads"),
+    *(("jobs", k.base_path(), k.plural) for k in JOB_KINDS),
+)
 
 
 def key_of(doc: JsonDoc) -> str:
@@ -48,6 +62,7 @@ class WorkerView:
     lost_since: float | None
     copies: dict[str, JsonDoc]
     jobs: dict[str, JsonDoc]
+    job_at: dict[str, tuple[str, str]]  # ns/name -> (API base path, plural) of its job
 
 
 @dataclass(slots=True)
@@ -65,8 +80,9 @@ class Worker:
     message: str = ""
     lost_since: float | None = None
     copies: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Workload
-    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job
-    _synced: set[str] = field(default_factory=set)
+    jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job, RayCluster, ...
+    job_at: dict[str, tuple[str, str]] = field(default_factory=dict)  # ns/name -> (base, plural)
+    _synced: set[str] = field(default_factory=set)  # plurals listed (or not served) and watched
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -101,7 +117,7 @@ class Worker:
         with self._lock:
             self.config, self.client, self.active = config, None, False
             self.reason, self.message = reason, message
-            self.copies, self.jobs = {}, {}
+            self.copies, self.jobs, self.job_at = {}, {}, {}
             self._synced.clear()
 
     def snapshot(self, keys: Collection[str] | None = None) -> WorkerView:
@@ -113,9 +129,10 @@ class Worker:
             else:
                 copies = {k: d for k in keys if (d := self.copies.get(k)) is not None}
                 jobs = {k: d for k in keys if (d := self.jobs.get(k)) is not None}
+            job_at = {k: self.job_at[k] for k in jobs if k in self.job_at}
             return WorkerView(
                 self.name, self.client, self.active, self.reason, self.message,
-                self.lost_since, copies, jobs,
+                self.lost_since, copies, jobs, job_at,
             )  # fmt: skip
 
     def has_job(self, key: str) -> bool:
@@ -123,55 +140,87 @@ class Worker:
         with self._lock:
             return key in self.jobs
 
-    def fresh_job(self, key: str) -> JsonDoc | None:
-        """One Job read now (a finishing workload's last status), or None if it is gone."""
+    def fresh_job(self, key: str, base: str, plural: str) -> JsonDoc | None:
+        """One job (of the kind at ``base``/``plural``) read now: a finishing workload's last
+        status; None if it is gone."""
         client = self.client
         if client is None:
             return None
         ns, _, name = key.partition("/")
         try:
-            doc = client.get(JOBS, "jobs", ns, name)
+            doc = client.get(base, plural, ns, name)
         except RemoteError:
             return None
         if doc is not None:
             with self._lock:
                 if self.client is client:
-                    self._take_job(doc)
+                    self._take_job(doc, (base, plural))
         return doc
 
-    def assume(self, removed: bool, key: str, plural: str, body: JsonDoc | None) -> None:
+    def assume(self, removed: bool, key: str, base: str, plural: str, body: JsonDoc | None) -> None:
         """What a write the worker answered did, before its watch reports it: a removed copy
         and Job are gone, a created copy or Job is there (the watch's version replaces it)."""
         with self._lock:
             if removed:
                 self.copies.pop(key, None)
                 self.jobs.pop(key, None)
-            elif body is not None:
-                cache = self.copies if plural == "workloads" else self.jobs
-                cache.setdefault(key, body)
+                self.job_at.pop(key, None)
+            elif body is not None and plural == "workloads":
+                self.copies.setdefault(key, body)
+            elif body is not None and key not in self.jobs:
+                self.jobs[key] = body
+                self.job_at[key] = (base, plural)
 
-    def _take_job(self, doc: JsonDoc) -> bool:
-        """A Job read by a list or a get: kept if the watch knows it and it is not older (one
-        the watch saw deleted meanwhile stays deleted)."""
+    def _take_job(self, doc: JsonDoc, at: tuple[str, str]) -> bool:
+        """A job read by a get: kept if the watch knows it and it is not older (one the watch
+        saw deleted meanwhile stays deleted)."""
         key = key_of(doc)
         old = self.jobs.get(key)
         if old is None or _rv(doc) < _rv(old) or old.get("status") == doc.get("status"):
             return False
         self.jobs[key] = doc
+        self.job_at[key] = at
         return True
+
+    def _listed(self, attr: str, at: tuple[str, str], items: list[JsonDoc]) -> None:
+        """What a list of one resource found replaces what its cache held of that resource."""
+        if attr == "copies":
+            self.copies = {key_of(d): d for d in items}
+            return
+        for key in [k for k, where in self.job_at.items() if where == at]:
+            self.jobs.pop(key, None)
+            del self.job_at[key]
+        for d in items:
+            key = key_of(d)
+            self.jobs[key] = d
+            self.job_at[key] = at
 
     # -- the watch threads -------------------------------------------------------------------
     def _watch(
         self, client: RemoteClient, stop: threading.Event, attr: str, base: str, plural: str
     ) -> None:
+        at = (base, plural)
         while not stop.is_set():
             try:
-                items, rv = client.list_with_version(base, plural, ORIGIN_LABEL, self.origin)
+                try:
+                    items, rv = client.list_with_version(base, plural, ORIGIN_LABEL, self.origin)
+                except RemoteError as exc:
+                    if exc.status != 404 or attr == "copies":
+                        raise
+                    with self._lock:  # a job kind this worker does not serve (no KubeRay)
+                        if stop.is_set():
+                            return
+                        self._listed(attr, at, [])
+                        self._synced.add(plural)
+                        self._mark_answering()
+                    self.notify(None)
+                    stop.wait(ABSENT_RETRY_SECONDS)
+                    continue
                 with self._lock:
                     if stop.is_set():
                         return
-                    setattr(self, attr, {key_of(d): d for d in items})
-                    self._synced.add(attr)
+                    self._listed(attr, at, items)
+                    self._synced.add(plural)
                     self._mark_answering()
                 self.notify(None)
                 while not stop.is_set():
@@ -186,16 +235,20 @@ class Worker:
                             cache: dict[str, JsonDoc] = getattr(self, attr)
                             if type_ == "DELETED":
                                 changed = cache.pop(key, None) is not None
+                                if attr == "jobs":
+                                    self.job_at.pop(key, None)
                             else:
                                 changed = _news(cache.get(key), obj)
                                 cache[key] = obj
+                                if attr == "jobs":
+                                    self.job_at[key] = at
                         if changed:
                             self.notify(key)
             except RemoteError as exc:
                 with self._lock:
                     if stop.is_set():
                         return
-                    self._synced.discard(attr)
+                    self._synced.discard(plural)
                     self.active = False
                     self.reason, self.message = "ClientConnectionFailed", str(exc)
                     if self.lost_since is None:
@@ -207,7 +260,7 @@ class Worker:
                 stop.wait(RETRY_SECONDS)
 
     def _mark_answering(self) -> None:
-        if self._synced == {a for a, _, _ in _RESOURCES}:
+        if self._synced == {plural for _, _, plural in _RESOURCES}:
             self.active, self.reason, self.message = True, "Active", "Connected"
             self.lost_since = None
 
@@ -232,4 +285,4 @@ def _rv(doc: JsonDoc) -> int:
         return 0
 
 
-__all__ = ["RETRY_SECONDS", "Worker", "WorkerView", "key_of"]
+__all__ = ["JOB_KINDS", "RETRY_SECONDS", "Worker", "WorkerView", "key_of"]
