@@ -117,3 +117,50 @@ def test_a_rayclusters_status_is_mirrored_and_its_delete_reaches_the_worker(
     wait_for("the worker's RayCluster deleted", lambda: not _get(w, "rc"))
     wait_for("the worker's copy deleted", lambda: not workload(w, "rc"))
     wait_for("the worker's pods gone", lambda: _running_head(w, "rc") is None)
+
+
+def rayjob(name: str) -> dict[str, Any]:
+    """A RayJob whose head and submitter have commands: its submitter ends at once."""
+
+    def template(pod: str, command: list[str]) -> dict[str, Any]:
+        container = {"name": pod, "image": "rayproject/ray", "command": command,
+                     "resources": {"requests": {"cpu": "1"}}}  # fmt: skip
+        return {"spec": {"terminationGracePeriodSeconds": 1, "containers": [container]}}
+
+    head = {"rayStartParams": {}, "template": template("head", ["sleep", "2"])}
+    spec = {
+        "entrypoint": "python job.py",
+        "shutdownAfterJobFinishes": True,
+        "submitterPodTemplate": template("submitter", ["sleep", "1"]),
+        "rayClusterSpec": {"headGroupSpec": head},
+    }
+    meta = {"name": name, "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}}  # fmt: skip
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": spec}
+
+
+RAYJOBS = "/apis/ray.io/v1/namespaces/default/rayjobs"
+
+
+def test_a_rayjob_runs_on_the_worker_and_the_hub_keeps_its_last_status(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    hub, worker = pair
+    h, w = client(hub), client(worker)
+    r = h.post(RAYJOBS, json=rayjob("rj"))
+    assert r.status_code == 201, r.text
+    wait_for("the RayJob on the worker", lambda: w.get(f"{RAYJOBS}/rj").status_code == 200)
+
+    def hub_status() -> dict[str, Any]:
+        r = h.get(f"{RAYJOBS}/rj")
+        return dict(r.json().get("status") or {}) if r.status_code == 200 else {}
+
+    done = wait_for(
+        "the hub's RayJob Complete, as on its worker",
+        lambda: (s := hub_status()).get("jobDeploymentStatus") == "Complete" and s,
+    )
+    assert done["jobStatus"] == "SUCCEEDED" and "rayClusterStatus" in done
+    assert condition(workload(h, "rj"), "Finished").get("reason") == "Succeeded"
+    # The worker's copy and RayJob are removed once the hub's workload finished.
+    wait_for("the worker's RayJob removed", lambda: w.get(f"{RAYJOBS}/rj").status_code == 404)
+    assert hub_status() == done

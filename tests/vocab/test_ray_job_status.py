@@ -110,6 +110,15 @@ def test_job_deployment_status_follows_the_workload_and_the_ray_job(
     assert "rayClusterStatus" in status
 
 
+def test_a_rayjobs_cluster_status_leaves_its_submitter_out() -> None:
+    """The submitter is a Kubernetes Job beside the RayJob's cluster: not a worker, not in the
+    cluster's totals, and the cluster is ready once its head (and workers) are."""
+    cluster = ray_job_status(_state(Phase.ADMITTED), _live("RUNNING"), SPEC)["rayClusterStatus"]
+    assert cluster["state"] == "ready"
+    assert (cluster["desiredWorkerReplicas"], cluster["desiredCPU"]) == (0, "1")
+    assert cluster["head"] == {"podIP": "10.0.0.7", "podName": "rj-head-0"}
+
+
 def test_a_rayjob_with_no_workload_has_no_status() -> None:
     assert ray_job_status(None, None, SPEC) == {}
 

@@ -25,13 +25,20 @@ GPU = "nvidia.com/gpu"
 _DECIMAL = (("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
 
 
-def ray_cluster_status(st: WorkloadState | None, live: JsonDoc | None) -> JsonDoc:
-    status: JsonDoc = {"state": _state(st, live)}
+def ray_cluster_status(
+    st: WorkloadState | None, live: JsonDoc | None, *, of_rayjob: bool = False
+) -> JsonDoc:
+    """``of_rayjob``: the cluster of a RayJob, whose workload also has the submitter's pod set
+    (Kueue's ``submitter``), a Kubernetes Job beside the cluster: neither a worker nor counted
+    in the cluster's totals."""
+    skip = (HEAD, SUBMITTER) if of_rayjob else (HEAD,)
+    status: JsonDoc = {"state": _state(st, live, skip)}
     if st is not None:
-        workers = [ps for ps in st.workload.pod_sets if ps.name != HEAD]
+        cluster = [ps for ps in st.workload.pod_sets if not (of_rayjob and ps.name == SUBMITTER)]
+        workers = [ps for ps in cluster if ps.name not in skip]
         status["desiredWorkerReplicas"] = sum(ps.count for ps in workers)
         totals: dict[str, int] = {}
-        for ps in st.workload.pod_sets:
+        for ps in cluster:
             for res, value in ps.requests.items():
                 totals[res] = totals.get(res, 0) + value * ps.count
         status["desiredCPU"] = format_quantity(totals.get("cpu", 0), "cpu")
@@ -65,7 +72,7 @@ def memory_text(value: int) -> str:
     return min(candidates, key=len)
 
 
-def _state(st: WorkloadState | None, live: JsonDoc | None) -> str:
+def _state(st: WorkloadState | None, live: JsonDoc | None, skip: tuple[str, ...]) -> str:
     if st is None:
         return ""
     if st.phase in (Phase.PENDING, Phase.INACTIVE):
@@ -77,7 +84,7 @@ def _state(st: WorkloadState | None, live: JsonDoc | None) -> str:
         return "failed" if finished is not None and finished.reason == "Failed" else ""
     head, ready_workers = _nodes(live)
     admitted = st.admission.pod_sets if st.admission is not None else st.workload.pod_sets
-    workers = sum(ps.count for ps in admitted if ps.name != HEAD)
+    workers = sum(ps.count for ps in admitted if ps.name not in skip)
     return "ready" if head is not None and head.get("ready") and ready_workers >= workers else ""
 
 
@@ -111,7 +118,7 @@ def ray_job_status(st: WorkloadState | None, live: JsonDoc | None, spec: JsonDoc
     if st is None:
         return {}
     job = _job_record(live)
-    status: JsonDoc = {"rayClusterStatus": ray_cluster_status(st, live)}
+    status: JsonDoc = {"rayClusterStatus": ray_cluster_status(st, live, of_rayjob=True)}
     for field in ("jobId", "dashboardURL", "jobStatus", "message"):
         if job.get(field):
             status[field] = job[field]
