@@ -4,7 +4,8 @@ worker that runs real processes (``--runtime local``), each a ``gpuaas server`` 
 The hub's RayCluster gets ``managedBy`` and never runs; a copy of its workload and the RayCluster
 itself (with the prebuilt-workload label, without ``managedBy``) go to the worker, which runs its
 head; the worker's RayCluster status reaches the hub by the hub's watch of the worker's
-RayClusters, whole, as Kueue's ``copyJobStatus`` copies it, including the change its head's Ray
+RayClusters, whole, as Kueue's ``copyJobStatus`` copies it (the worker's copy of the workload
+is owned by its RayCluster by then), including the change its head's Ray
 record makes (``ready``, its endpoints) with no pod event at all; deleting the hub's RayCluster
 deletes the worker's. The head's command is a plain ``sleep`` (no Ray is needed): the test
 writes the record ``ray_pod`` writes once ``ray start`` is done, where the worker's local
@@ -86,6 +87,11 @@ def test_a_rayclusters_status_is_mirrored_and_its_delete_reaches_the_worker(
     assert labels[PREBUILT_WORKLOAD_LABEL] == "rc" and ORIGIN_LABEL in labels
     assert "managedBy" not in remote["spec"]
     head = wait_for("the worker's head pod running", lambda: _running_head(w, "rc"))
+    # Its copy is the RayCluster's now, as Kueue's EnsurePrebuiltWorkloadOwnership makes it.
+    owners = workload(w, "rc")["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"], o["uid"], o["controller"]) for o in owners] == [
+        ("RayCluster", "rc", remote["metadata"]["uid"], True)
+    ]
     wl = wait_for(
         "the hub's workload Admitted",
         lambda: (d := workload(h, "rc")) and condition(d, "Admitted").get("status") == "True" and d,

@@ -389,13 +389,16 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             self._put(batch, rec, "ADDED", doc)
             stopped = kind is NOTEBOOK and notebook_stopped(doc)
             if prebuilt is not None:  # the worker's copy runs this job's pods: it is its owner
+                # Kueue's EnsurePrebuiltWorkloadOwnership: the job becomes the copy's controller
                 wl_rv = self._next_rv()
+                wl_doc = documents.with_rv(prebuilt.doc, wl_rv)
+                wl_meta = wl_doc["metadata"]
+                refs = [r for r in wl_meta.get("ownerReferences") or [] if not r.get("controller")]
+                wl_meta["ownerReferences"] = [*refs, render.controller_reference(doc)]
                 adopted = prebuilt.replace(
-                    rv=wl_rv,
-                    doc=documents.with_rv(prebuilt.doc, wl_rv),
-                    internal={**prebuilt.internal, "owner": kind.gk},
+                    rv=wl_rv, doc=wl_doc, internal={**prebuilt.internal, "owner": kind.gk}
                 )
-                self._put(batch, adopted, "MODIFIED")
+                self._put(batch, adopted, "MODIFIED", wl_doc)
             elif kind.job and isinstance(obj, Workload) and not stopped:
                 self._put_derived(batch, obj, doc, now, created=True, uid=derived_uid)
             if deferred and prebuilt is None and isinstance(obj, Workload) and not stopped:

@@ -158,17 +158,21 @@ def derived_workload_doc(wl: Workload, owner: JsonDoc, api_version: str) -> Json
             "name": wl.name,
             "namespace": wl.namespace,
             "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": owner.get("apiVersion", ""),
-                    "kind": owner.get("kind", ""),
-                    "name": meta.get("name", ""),
-                    "uid": meta.get("uid", ""),
-                    "controller": True,
-                }
-            ],
+            "ownerReferences": [controller_reference(owner)],
         },
         "spec": spec,
+    }
+
+
+def controller_reference(owner: JsonDoc) -> JsonDoc:
+    """The ``ownerReferences`` entry that makes ``owner`` (a job) its Workload's controller."""
+    meta = owner.get("metadata") or {}
+    return {
+        "apiVersion": owner.get("apiVersion", ""),
+        "kind": owner.get("kind", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "controller": True,
     }
 
 
