@@ -4,6 +4,7 @@ changed workload, assumes answered writes, and a dead worker turns Inactive at o
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,8 +15,10 @@ import pytest
 from mkcluster import KUEUE, apply, client, close_clients, queues, wait_for
 
 from gpuaas.api.testing import ServerProcess
+from gpuaas.engine.multikueue.controller import eligible
 from gpuaas.engine.multikueue.remote import WORKLOADS, RemoteClient, Target
 from gpuaas.engine.multikueue.workers import Worker
+from gpuaas.vocab.kinds import BY_KIND
 
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 COPIES = f"{KUEUE}/namespaces/default/workloads"
@@ -177,6 +180,12 @@ def test_a_job_kind_the_worker_does_not_serve_leaves_it_active(no_kueue: bool) -
             _until("the worker Active without KubeRay", lambda: w.snapshot().active)
             view = w.snapshot()
             assert (view.reason, view.message) == ("Active", "Connected")
+            assert view.absent == {"rayclusters", "rayjobs"}
+            # A RayCluster's workload leaves it out of its clusters; a Job's keeps it.
+            views = {"w": view, "other": dataclasses.replace(view, absent=frozenset())}
+            assert eligible(["w", "other"], BY_KIND["RayCluster"], views) == ["other"]
+            assert eligible(["w", "other"], BY_KIND["Job"], views) == ["w", "other"]
+            assert eligible(["w"], None, views) == ["w"]  # a bare Workload: its copy is all
     finally:
         w.disconnect(None, "", "")
         server.shutdown()

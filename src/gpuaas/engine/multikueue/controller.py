@@ -94,6 +94,15 @@ def _job_kind(doc: JsonDoc) -> Kind | None:
     return kind if kind is not None and kind.job else None
 
 
+def eligible(clusters: list[str], job: Kind | None, views: dict[str, WorkerView]) -> list[str]:
+    """The config's clusters that can run a job of kind ``job``: not those that answered 404
+    for its kind (no KubeRay there: a RayCluster could reserve quota there but never be
+    created). A left-out worker is as one the config does not list: no copy goes there."""
+    if job is None:
+        return clusters
+    return [n for n in clusters if n not in views or job.plural not in views[n].absent]
+
+
 @functools.lru_cache(maxsize=4096)
 def _since(text: str) -> float:
     """A condition's lastTransitionTime in seconds (0 when unreadable). Remembered: copies
@@ -269,7 +278,7 @@ class MultiKueueController:
         inputs: dict[str, tuple[Any, ...]] = {}
         for key, doc in hub.workloads.items():
             check = hub.check_of[key]
-            clusters = hub.clusters_of.get(check, [])
+            clusters = eligible(hub.clusters_of.get(check, []), _job_kind(doc), views)
             if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
                 inputs[key] = self._memo.inputs(
                     key, doc, check, clusters, views, self._remote_copy, self._placing.get(key)

@@ -16,7 +16,8 @@ Jobs, RayClusters and RayJobs (``JOB_KINDS``), one watch each, all in one ``jobs
 workload key with the path each came from (``job_at``: where the Job is deleted). A worker that
 answers 404 to the list of a job kind does not serve it (a Kubernetes cluster without KubeRay):
 unlike Kueue, which keeps such a worker inactive while any adapter's watch fails, it stays
-Active without that kind, and the list is tried again every ``ABSENT_RETRY_SECONDS``.
+Active without that kind (``absent``: the controller leaves it out of those jobs' clusters),
+and the list is tried again every ``ABSENT_RETRY_SECONDS``.
 
 It owns the watch threads and caches only; what to do with a copy is the controller's business.
 """
@@ -63,6 +64,7 @@ class WorkerView:
     copies: dict[str, JsonDoc]
     jobs: dict[str, JsonDoc]
     job_at: dict[str, tuple[str, str]]  # ns/name -> (API base path, plural) of its job
+    absent: frozenset[str] = frozenset()  # the plurals of the job kinds it does not serve
 
 
 @dataclass(slots=True)
@@ -83,6 +85,7 @@ class Worker:
     jobs: dict[str, JsonDoc] = field(default_factory=dict)  # ns/name -> Job, RayCluster, ...
     job_at: dict[str, tuple[str, str]] = field(default_factory=dict)  # ns/name -> (base, plural)
     _synced: set[str] = field(default_factory=set)  # plurals listed (or not served) and watched
+    _absent: set[str] = field(default_factory=set)  # plurals of job kinds it answers 404 for
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -119,6 +122,7 @@ class Worker:
             self.reason, self.message = reason, message
             self.copies, self.jobs, self.job_at = {}, {}, {}
             self._synced.clear()
+            self._absent.clear()
 
     def snapshot(self, keys: Collection[str] | None = None) -> WorkerView:
         """The worker as it stands: its copies and Jobs, all of them or those of ``keys`` (a
@@ -132,7 +136,7 @@ class Worker:
             job_at = {k: self.job_at[k] for k in jobs if k in self.job_at}
             return WorkerView(
                 self.name, self.client, self.active, self.reason, self.message,
-                self.lost_since, copies, jobs, job_at,
+                self.lost_since, copies, jobs, job_at, frozenset(self._absent),
             )  # fmt: skip
 
     def has_job(self, key: str) -> bool:
@@ -212,6 +216,7 @@ class Worker:
                             return
                         self._listed(attr, at, [])
                         self._synced.add(plural)
+                        self._absent.add(plural)
                         self._mark_answering()
                     self.notify(None)
                     stop.wait(ABSENT_RETRY_SECONDS)
@@ -221,6 +226,7 @@ class Worker:
                         return
                     self._listed(attr, at, items)
                     self._synced.add(plural)
+                    self._absent.discard(plural)
                     self._mark_answering()
                 self.notify(None)
                 while not stop.is_set():
