@@ -179,7 +179,10 @@ def test_a_job_kind_the_worker_does_not_serve_leaves_it_active(no_kueue: bool) -
         else:
             _until("the worker Active without KubeRay", lambda: w.snapshot().active)
             view = w.snapshot()
-            assert (view.reason, view.message) == ("Active", "Connected")
+            assert (view.reason, view.message) == (
+                "Active",
+                "Connected; rayclusters, rayjobs not served there: none is sent to it",
+            )
             assert view.absent == {"rayclusters", "rayjobs"}
             # A RayCluster's workload leaves it out of its clusters; a Job's keeps it.
             views = {"w": view, "other": dataclasses.replace(view, absent=frozenset())}

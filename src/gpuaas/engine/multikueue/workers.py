@@ -268,6 +268,9 @@ class Worker:
     def _mark_answering(self) -> None:
         if self._synced == {plural for _, _, plural in _RESOURCES}:
             self.active, self.reason, self.message = True, "Active", "Connected"
+            if self._absent:  # said in its Active condition (``gpuaas cluster list``)
+                kinds = ", ".join(sorted(self._absent))
+                self.message = f"Connected; {kinds} not served there: none is sent to it"
             self.lost_since = None
 
 
