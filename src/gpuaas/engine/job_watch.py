@@ -12,9 +12,10 @@ the job controller's status write would be. Reads still compute the status; the 
 what the watch showed last, and the baseline after a restart.
 
 A job a MultiKueue manager dispatched (a batch Job, a RayCluster, a RayJob) keeps its worker's
-status, written by the controller that mirrors it: it is never rendered here. A RayCluster's Ray node records are read only when its
-workload or pods change, so a dashboard address that appears later reaches the watch with the
-next such change (a read shows it at once).
+status, written by the controller that mirrors it: it is never rendered here. A RayCluster's or
+RayJob's status also follows its Ray node records, which its pods write after they started, with
+no pod event: the runtime bridge reads them every half second and adds a job whose records
+changed to ``touched`` (``RuntimeBridge._watch_ray_records``).
 """
 
 from __future__ import annotations

@@ -48,8 +48,6 @@ _SHOWN_LIVE = ("ClusterQueue", "LocalQueue", "RayCluster", "RayJob")
 
 # Kinds that own a workload (Job, RayCluster, ...): their names are indexed apart (``job_names``).
 _JOB_GKS = frozenset(k.gk for k in BY_KIND.values() if k.job)
-
-
 _RAY_KINDS = ("RayCluster", "RayJob")
 
 
