@@ -7,8 +7,9 @@ by the live tests and ``bench/multicluster.py``.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,27 @@ def join(
         args += ["--label", label]
     result = CliRunner().invoke(build_app(), args, env=env)
     return result.exit_code, result.output
+
+
+@contextlib.contextmanager
+def hub_and_worker(tmp: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """A hub (100 CPUs behind its MultiKueue check) and worker ``w1`` joined to it, running real
+    processes (``--runtime local``, 4 CPUs, no GPU); the worker is stopped gracefully after (its
+    pods, a Ray it started, end with it), the hub killed."""
+    hub = ServerProcess(tmp / "hub")
+    worker = ServerProcess(tmp / "w1", extra=("--runtime", "local", "--fake-gpus", "0"))
+    try:
+        hub.start()
+        worker.start()
+        apply(client(hub), queues("100", check=True))
+        apply(client(worker), queues("4", check=False))
+        code, out = join(hub, worker, "w1", tmp)
+        assert code == 0, out
+        yield hub, worker
+    finally:
+        close_clients()
+        hub.kill()
+        worker.stop()
 
 
 def cli(hub: ServerProcess, tmp: Path, *args: str) -> tuple[int, str]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from mkcluster import apply, client, close_clients, condition, job, join, queues, wait_for
+from mkcluster import client, condition, hub_and_worker, job, wait_for
 
 from gpuaas.api.testing import ServerProcess
 
@@ -18,21 +18,8 @@ JOBS = "/apis/batch/v1/namespaces/default/jobs"
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    tmp = tmp_path_factory.mktemp("mkjob")
-    hub = ServerProcess(tmp / "hub")
-    worker = ServerProcess(tmp / "w1", extra=("--runtime", "local", "--fake-gpus", "0"))
-    try:
-        hub.start()
-        worker.start()
-        apply(client(hub), queues("100", check=True))
-        apply(client(worker), queues("4", check=False))
-        code, out = join(hub, worker, "w1", tmp)
-        assert code == 0, out
-        yield hub, worker
-    finally:
-        close_clients()
-        hub.kill()
-        worker.stop()
+    with hub_and_worker(tmp_path_factory.mktemp("mkjob")) as servers:
+        yield servers
 
 
 def _status(c: httpx.Client, name: str) -> dict[str, object]:

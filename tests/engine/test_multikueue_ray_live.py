@@ -10,16 +10,17 @@ Needs the ``ray`` extra.
 from __future__ import annotations
 
 import importlib.util
-import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from mkcluster import apply, client, close_clients, condition, join, queues, wait_for, workload
+from mkcluster import client, condition, hub_and_worker, wait_for, workload
 
 from gpuaas.api.testing import ServerProcess
 from gpuaas.runtimes.ray_plan import ray_executable
+from gpuaas.testing.ports import answers
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
 RAY = "/apis/ray.io/v1/namespaces/default/rayclusters"
@@ -32,21 +33,9 @@ def _needs_ray(require_service: Callable[[str, bool, str], None]) -> None:
 
 
 @pytest.fixture
-def pair(tmp_path: Any) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    hub = ServerProcess(tmp_path / "hub")
-    worker = ServerProcess(tmp_path / "w1", extra=("--runtime", "local", "--fake-gpus", "0"))
-    try:
-        hub.start()
-        worker.start()
-        apply(client(hub), queues("100", check=True))
-        apply(client(worker), queues("4", check=False))
-        code, out = join(hub, worker, "w1", tmp_path)
-        assert code == 0, out
-        yield hub, worker
-    finally:
-        close_clients()
-        hub.stop()
-        worker.stop()
+def pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    with hub_and_worker(tmp_path) as servers:
+        yield servers
 
 
 def _raycluster() -> dict[str, Any]:
@@ -64,14 +53,6 @@ def _status(c: httpx.Client) -> dict[str, Any]:
     return dict(r.json().get("status") or {}) if r.status_code == 200 else {}
 
 
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def test_a_raycluster_runs_on_its_worker_and_the_hub_sees_it_ready(
     pair: tuple[ServerProcess, ServerProcess],
 ) -> None:
@@ -86,10 +67,10 @@ def test_a_raycluster_runs_on_its_worker_and_the_hub_sees_it_ready(
     assert ready == _status(w)  # the worker's status, whole
     assert ready["desiredCPU"] == "1" and ready["head"]["podName"]
     gcs = int(ready["endpoints"]["gcs-server"])
-    assert _answers(gcs)  # a real Ray head listens where the hub says
+    assert answers(gcs)  # a real Ray head listens where the hub says
     wl = workload(h, "rc")
     assert condition(wl, "Admitted")["status"] == "True" and wl["status"]["clusterName"] == "w1"
     # Deleting it on the hub deletes it on the worker, whose Ray stops.
     assert h.delete(f"{RAY}/rc").status_code == 200
     wait_for("the worker's RayCluster gone", lambda: w.get(f"{RAY}/rc").status_code == 404)
-    wait_for("the Ray head stopped", lambda: not _answers(gcs), timeout=60)
+    wait_for("the Ray head stopped", lambda: not answers(gcs), timeout=60)

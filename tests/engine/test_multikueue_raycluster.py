@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mkcluster import apply, client, close_clients, condition, join, queues, wait_for, workload
+from mkcluster import client, condition, hub_and_worker, wait_for, workload
 
 from gpuaas.api.testing import ServerProcess
 from gpuaas.vocab.multikueue import MANAGED_BY, ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
@@ -33,21 +33,8 @@ PODS = "/apis/gpuaas.dev/v1alpha1/runtime/pods"
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    tmp = tmp_path_factory.mktemp("mkray")
-    hub = ServerProcess(tmp / "hub")
-    worker = ServerProcess(tmp / "w1", extra=("--runtime", "local", "--fake-gpus", "0"))
-    try:
-        hub.start()
-        worker.start()
-        apply(client(hub), queues("100", check=True))
-        apply(client(worker), queues("4", check=False))
-        code, out = join(hub, worker, "w1", tmp)
-        assert code == 0, out
-        yield hub, worker
-    finally:
-        close_clients()
-        hub.stop()
-        worker.stop()
+    with hub_and_worker(tmp_path_factory.mktemp("mkray")) as servers:
+        yield servers
 
 
 def raycluster(name: str) -> dict[str, Any]:

@@ -130,30 +130,26 @@ class _NoKubeRay(BaseHTTPRequestHandler):
         path = self.path.partition("?")[0]
         served = path.endswith("/jobs") or (path.endswith("/workloads") and not self.no_kueue)
         if not served:
-            body = b'{"kind":"Status","status":"Failure","reason":"NotFound","code":404}'
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
-        if "watch=true" not in self.path:
-            body = b'{"items":[],"metadata":{"resourceVersion":"1"}}'
+            self._answer(404, b'{"kind":"Status","status":"Failure","reason":"NotFound"}')
+        elif "watch=true" not in self.path:
+            self._answer(200, b'{"items":[],"metadata":{"resourceVersion":"1"}}')
+        else:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            self.wfile.write(body)
-            return
-        self.send_response(200)
+            line = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}}\n'
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+            time.sleep(2)  # then the stream ends: watched again
+            self.wfile.write(b"0\r\n\r\n")
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        line = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}}\n'
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-        self.wfile.flush()
-        time.sleep(2)  # then the stream ends: watched again
-        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         return

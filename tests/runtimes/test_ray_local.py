@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from typer.testing import CliRunner
 from gpuaas.api.testing import ServerProcess
 from gpuaas.cli.main import build_app
 from gpuaas.runtimes.ray_plan import ray_executable
+from gpuaas.testing.ports import answers
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -101,14 +101,6 @@ def _ready(c: httpx.Client, key: str) -> dict[str, Any] | None:
     return status if status["state"] == "ready" else None
 
 
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def _nodes(status: dict[str, Any]) -> list[dict[str, Any]]:
     url = f"http://127.0.0.1:{status['endpoints']['dashboard']}/api/v0/nodes"
     rows = httpx.get(url, timeout=30).json()["data"]["result"]["result"]
@@ -175,7 +167,7 @@ def test_rayclusters_run_for_real_and_preemption_stops_them(server: ServerProces
             _until(lambda: _status(c, DEV)["state"] == "suspended", "team B to be suspended")
             leftovers = {pid: p for pid, p in dev_processes.items() if p.is_running() and _alive(p)}
             assert not leftovers, [p.cmdline() for p in leftovers.values()]
-            assert not _answers(dev_gcs)
+            assert not answers(dev_gcs)
             status = _until(lambda: _ready(c, PROD), "team A's Ray cluster to be ready")
             assert (status["desiredWorkerReplicas"], status["availableWorkerReplicas"]) == (2, 2)
             assert (status["desiredCPU"], status["desiredMemory"], status["desiredGPU"]) == (

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import psutil
 
+from gpuaas.testing.ports import answers
+
 MARKER_ENV = "GPUAAS_TEST_RAY"
 HEALTH_ENV = {
     # a dead raylet is declared dead after about 3 s instead of 30 s (not less: on a busy
@@ -278,7 +280,7 @@ def _wait_port(port: int, timeout: float, node: _Started) -> None:
     while time.monotonic() < deadline:
         if node.proc.poll() is not None:
             raise RuntimeError(f"ray head exited: {node.log.read_text()[-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        if answers(port, timeout=0.2):
             return
         time.sleep(0.1)
     raise TimeoutError(f"port {port} did not open in {timeout}s")
