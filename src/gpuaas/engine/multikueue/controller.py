@@ -28,7 +28,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,13 +94,16 @@ def _job_kind(doc: JsonDoc) -> Kind | None:
     return kind if kind is not None and kind.job else None
 
 
-def eligible(clusters: list[str], job: Kind | None, views: dict[str, WorkerView]) -> list[str]:
+def eligible(
+    clusters: list[str], job: Kind | None, absent: Mapping[str, frozenset[str]]
+) -> list[str]:
     """The config's clusters that can run a job of kind ``job``: not those that answered 404
-    for its kind (no KubeRay there: a RayCluster could reserve quota there but never be
-    created). A left-out worker is as one the config does not list: no copy goes there."""
+    for its kind (``absent``: worker -> plurals; no KubeRay there: a RayCluster could reserve
+    quota there but never be created). A left-out worker is as one the config does not list:
+    no copy goes there."""
     if job is None:
         return clusters
-    return [n for n in clusters if n not in views or job.plural not in views[n].absent]
+    return [n for n in clusters if job.plural not in absent.get(n, ())]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -276,9 +279,12 @@ class MultiKueueController:
             mk.dispatcher_kind(self.options.dispatcher), plan_mk.ALL_AT_ONCE
         )
         inputs: dict[str, tuple[Any, ...]] = {}
+        absent = {n: w.absent for n, w in views.items() if w.absent}  # job kinds not served
         for key, doc in hub.workloads.items():
             check = hub.check_of[key]
-            clusters = eligible(hub.clusters_of.get(check, []), _job_kind(doc), views)
+            clusters = hub.clusters_of.get(check, [])
+            if absent:
+                clusters = eligible(clusters, _job_kind(doc), absent)
             if kind != plan_mk.INCREMENTAL:  # whose nomination moves with the clock
                 inputs[key] = self._memo.inputs(
                     key, doc, check, clusters, views, self._remote_copy, self._placing.get(key)
