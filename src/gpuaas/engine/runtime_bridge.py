@@ -344,8 +344,9 @@ class RuntimeBridge:
         it was admitted fails (reason ``DeadlineExceeded``); its pods then stop, as any finished
         workload's (``_stop_unwanted``) and its quota is released."""
         running = self.runtime.running()
-        self._deadlines = {k: v for k, v in self._deadlines.items() if k in running}
-        self._ray_seen = {k: v for k, v in self._ray_seen.items() if k in running}
+        for key in self._deadlines.keys() - running.keys():  # a set difference: every tick
+            del self._deadlines[key]
+            self._ray_seen.pop(key, None)
         for key in running.keys() - self._deadlines.keys():  # each run's manifest read once
             manifest = engine.source_manifest(key) or {}
             spec = manifest.get("spec") if manifest.get("kind") == "RayJob" else None
