@@ -2,7 +2,7 @@
 as Kueue's MultiKueue guide sets them up: the same ResourceFlavor, ClusterQueue and LocalQueue
 names on every cluster, the MultiKueue AdmissionCheck on the hub's ClusterQueue only, and each
 worker joined with ``gpuaas cluster join``. A plain module (``from mkcluster import ...``), shared
-by the live tests and ``bench/multicluster.py``.
+by the live tests (``bench/multicluster.py`` sets up its own, with room for 1,000 Jobs).
 """
 
 from __future__ import annotations
