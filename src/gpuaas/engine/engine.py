@@ -317,10 +317,11 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             if batch.writes:
                 self._commit(batch, waiting=False)
 
-    def job_pods_changed(self, key: str) -> None:
-        """A runtime started, restarted or ended pods of workload ``key``: its job's status
-        (made when read) is rendered again at the next settle, and watchers hear of a change.
-        Called by an observer, under the lock."""
+    def job_inputs_changed(self, key: str) -> None:
+        """What workload ``key``'s job status is made from changed outside the core: a runtime
+        started, restarted or ended its pods, or its Ray node records changed. The status (made
+        when read) is rendered again at the next settle, and watchers hear of a change. Called
+        by an observer, under the lock."""
         self.job_feed.touched.add(key)
 
     def finish(self, namespace: str, name: str) -> bool:

@@ -373,7 +373,7 @@ class RuntimeBridge:
         after they started: a pod event never tells of them. Every ``RAY_RECORDS_SECONDS``
         the records of each running one (``_enforce_deadlines`` keeps which they are) are read,
         and one whose records changed has its status rendered again at the next settle
-        (``Engine.job_pods_changed``), so its watchers hear of it (a RayCluster turning
+        (``Engine.job_inputs_changed``), so its watchers hear of it (a RayCluster turning
         ``ready``, a MultiKueue manager mirroring it) within that time."""
         if now - self._ray_read_at < RAY_RECORDS_SECONDS:
             return
@@ -384,7 +384,7 @@ class RuntimeBridge:
             records = self.runtime.ray_records(key)
             if records != last:
                 self._ray_seen[key] = records
-                engine.job_pods_changed(key)
+                engine.job_inputs_changed(key)
 
     def _runs_pods(self, engine: Engine, st: WorkloadView) -> bool:
         manifest = engine.source_manifest(st.key)
@@ -518,7 +518,7 @@ class RuntimeBridge:
         key = ev.workload
         st = engine.workload(key)
         self._record(engine, ev, now)
-        engine.job_pods_changed(key)  # its Job's status follows its pods: watchers hear of it
+        engine.job_inputs_changed(key)  # its Job's status follows its pods: watchers hear of it
         if ev.kind == EventKind.STOPPED:
             if st is None:
                 self._forget(key)
