@@ -209,14 +209,22 @@ def main() -> None:
                                                    "--hub-token", hub.admin_token, "--name",
                                                    f"w{i}", "--config", "default"], env=env)  # fmt: skip
             assert res.exit_code == 0, res.output
-        with hub.client() as hc:
+        with hub.client() as hc:  # every worker Active, not only the check: the check turns
+            # Active with its first worker, and a worker that connects mid-burst is nominated
+            # late, a second write of each workload already waiting (and no copy before then)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                ac = hc.get(f"{KUEUE}/admissionchecks/mk").json()
-                conds = (ac.get("status") or {}).get("conditions") or []
-                if any(c["type"] == "Active" and c["status"] == "True" for c in conds):
+                items = hc.get(f"{KUEUE}/multikueueclusters").json().get("items") or []
+                active = [
+                    c for c in items
+                    if any(k["type"] == "Active" and k["status"] == "True"
+                           for k in (c.get("status") or {}).get("conditions") or [])
+                ]  # fmt: skip
+                if len(active) == len(workers):
                     break
                 time.sleep(0.1)
+            else:
+                raise SystemExit("the workers did not all turn Active in 30 s")
 
         def watch_hub() -> None:
             with (
