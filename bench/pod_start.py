@@ -10,7 +10,9 @@ pod_init.pyc`` started per pod, what a runtime does where no launcher runs). Pri
   kernel creating each pod's directories and files, which depends on the disk) and of the
   launcher;
 - CPU per pod of the whole machine over the starts and one second after them (``/proc/stat``:
-  the pods' own starts included), meaningful only on an otherwise idle machine.
+  the pods' own starts included), meaningful only on an otherwise idle machine;
+- how long stopping them all took (``shutdown`` with no grace: each pod's process tree found
+  and killed), and the runtime's CPU for it per pod.
 
 ``--dir`` chooses where the runtime's directory goes (default: the system's temporary
 directory; ``/dev/shm`` shows the cost without a disk).
@@ -63,14 +65,17 @@ def run(pods: int, directory: str | None, launcher: bool) -> str:
             if helper_proc is not None and helper0 is not None:
                 now = helper_proc.cpu_times()
                 helper_s = now.user + now.system - helper0.user - helper0.system
+            stop0, stop_cpu0 = time.monotonic(), sum(me.cpu_times()[:2])
         finally:
             runtime.shutdown(grace_seconds=0)
+        stop_s, stop_cpu = time.monotonic() - stop0, sum(me.cpu_times()[:2]) - stop_cpu0
     per = 1000.0 / pods
     return (
         f"{'launcher' if launcher else 'a Python per pod'}: {pods / elapsed:.0f} pods/s; "
         f"CPU per pod: runtime {(user + system) * per:.2f} ms (user {user * per:.2f}, "
         f"system {system * per:.2f}), launcher {helper_s * per:.2f} ms; "
-        f"whole machine {machine * per:.2f} ms"
+        f"whole machine {machine * per:.2f} ms; all stopped in {stop_s:.2f} s "
+        f"(runtime CPU {stop_cpu * per:.2f} ms per pod)"
     )
 
 
