@@ -24,6 +24,7 @@ from gpuaas.engine.errors import Invalid
 from gpuaas.engine.runtime_bridge import RuntimeBridge
 from gpuaas.inventory import detect_node, parse_fake_gpus
 from gpuaas.runtimes import LocalRuntime
+from gpuaas.runtimes.podstate import volatile_records
 from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND
 
@@ -268,7 +269,9 @@ def test_restart_readopts_live_pods_and_requeues_lost_ones(node: Node) -> None:
         os.killpg(pods[name].pid, signal.SIGKILL)
         with contextlib.suppress(psutil.NoSuchProcess):  # reaped by its launcher meanwhile
             psutil.Process(pods[name].pid).wait(5)
-    for path in sorted((node.root / "runtime" / "workloads" / "ns" / "lost").rglob("*.json")):
+    records = volatile_records(node.root / "runtime") / "workloads" / "ns" / "lost"
+    assert list(records.rglob("*.json")), "the pod records are not where the runtime keeps them"
+    for path in sorted(records.rglob("*.json")):
         path.unlink()
     node._open()
     assert node.adopted == ["ns/killed", "ns/live"]

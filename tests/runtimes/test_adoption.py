@@ -16,6 +16,7 @@ import pytest
 from runtime_helpers import MakeRuntime, wait_for
 
 from gpuaas.runtimes.base import AlreadyRunning, EventKind, PodSpec
+from gpuaas.runtimes.podstate import volatile_records
 
 CRASHING_SERVER = """
 import os, sys
@@ -67,7 +68,9 @@ def test_adopt_after_a_real_crash(make_runtime: MakeRuntime, tmp_path: Path) -> 
         check=False,
     )
     assert server.returncode == -signal.SIGKILL and "started" in server.stdout
-    long_pid = json.loads((root / "workloads/ns/long/pods/long-0.json").read_text())["pid"]
+    long_pid = json.loads(
+        (volatile_records(root) / "workloads/ns/long/pods/long-0.json").read_text()
+    )["pid"]
     assert psutil.pid_exists(long_pid)
     time.sleep(0.6)  # ns/short fails and ns/ok succeeds while no server watches
 
@@ -134,7 +137,7 @@ def _gone(pid: int) -> bool:
 
 def _kill_leftovers(root: Path) -> None:
     """The crashed server's pods are not our children: make sure none survives the test."""
-    for path in root.glob("workloads/*/*/pods/*.json"):
+    for path in volatile_records(root).glob("workloads/*/*/pods/*.json"):
         pid = json.loads(path.read_text()).get("pid")
         if pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):

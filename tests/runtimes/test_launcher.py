@@ -17,6 +17,7 @@ from gpuaas.runtimes import procs
 from gpuaas.runtimes.base import EventKind, PodSpec
 from gpuaas.runtimes.launcher import PodLauncher
 from gpuaas.runtimes.local import LocalRuntime
+from gpuaas.runtimes.podstate import volatile_records
 
 
 def _pod(name: str, script: str, **kwargs: object) -> PodSpec:
@@ -31,7 +32,7 @@ def _launcher(runtime: LocalRuntime) -> PodLauncher:
 
 def _token(root: Path, key: str, pod: str) -> str:
     ns, name = key.split("/")
-    path = root / "workloads" / ns / name / "pods" / f"{pod}.json"
+    path = volatile_records(root) / "workloads" / ns / name / "pods" / f"{pod}.json"
     return str(json.loads(path.read_text())["token"])
 
 
@@ -47,7 +48,9 @@ def test_leaders_are_the_launchers_children_named_after_their_token(
     token = _token(tmp_path / "rt", "ns/a", "a-0")
     assert proc.name() == procs.leader_name(token) == f"pod-{token}"[:15]
     # the start time the runtime recorded is the one psutil reads (adoption compares the two)
-    recorded = json.loads((tmp_path / "rt/workloads/ns/a/pods/a-0.json").read_text())
+    recorded = json.loads(
+        (volatile_records(tmp_path / "rt") / "workloads/ns/a/pods/a-0.json").read_text()
+    )
     assert abs(recorded["start_time"] - proc.create_time()) < 0.02
     # found by its token although its environment is the launcher's; its command by its own
     assert "GPUAAS_POD_UID" not in proc.environ()
@@ -109,7 +112,7 @@ def test_a_leader_never_recorded_is_found_and_stopped_after_a_crash(
     first.start("ns/a", [_pod("a-0", "sleep 30")])
     leader = first.running()["ns/a"].pods[0].pid
     assert leader is not None
-    path = root / "workloads/ns/a/pods/a-0.json"
+    path = volatile_records(root) / "workloads/ns/a/pods/a-0.json"
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "pid": None, "pgid": None, "start_time": 0.0}))
     first._runs.clear()  # the server goes away without stopping its pods

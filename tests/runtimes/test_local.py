@@ -100,6 +100,13 @@ def test_stop_ignoring_sigterm_is_killed_after_grace(runtime: LocalRuntime) -> N
     assert runtime.gpu_owners() == {}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # gone between the lookup and the read of its status
+        return False
+
+
 def test_stop_kills_what_outlives_the_leader_before_saying_stopped(runtime: LocalRuntime) -> None:
     # The child ignores SIGTERM, the pod's main process exits on it. As when a container's main
     # process exits, the rest is killed; Stopped comes only once the child is gone too.
@@ -119,7 +126,7 @@ def test_stop_kills_what_outlives_the_leader_before_saying_stopped(runtime: Loca
     runtime.stop("ns/tree")
     while True:
         events = runtime.poll()
-        alive = psutil.pid_exists(child) and psutil.Process(child).status() != "zombie"
+        alive = _alive(child)
         if any(e.kind == EventKind.STOPPED for e in events):
             assert not alive, "Stopped while a process of the pod was still alive"
             break

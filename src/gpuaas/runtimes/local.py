@@ -11,7 +11,8 @@ with ``container_engine=...`` (see ``runtimes.container``, untested here).
 
 Server stop versus crash: a graceful server stop calls ``shutdown()``, which stops every pod, so
 nothing outlives the server and no GPU is held by a process nobody watches. A crash leaves pods
-running (their work is not lost) with a state file each; the next server calls ``adopt()``, which
+running (their work is not lost) with a state file each (kept in memory, ``/dev/shm``, unless
+``records`` names a directory: ``podstate.volatile_records``); the next server calls ``adopt()``, which
 re-attaches pods whose pid and start time still match and kills the leftovers of the others, so
 no orphan holds a GPU the allocator thinks is free and no workload runs twice (``start`` refuses a
 workload whose recorded pods are alive and not adopted). Calls come from one thread.
@@ -47,7 +48,7 @@ from gpuaas.runtimes.launcher import LauncherGone, PodLauncher
 from gpuaas.runtimes.limits import Limits, create_pod_cgroup, detect_limits, remove_pod_cgroup
 from gpuaas.runtimes.local_runs import Pod, Run, calm, status
 from gpuaas.runtimes.logs import follow_logs, read_logs
-from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord
+from gpuaas.runtimes.podstate import PodRecord, RuntimeDir, WorkloadRecord, volatile_records
 from gpuaas.runtimes.ray_rendezvous import read_dir
 
 _SCRUBBED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
@@ -65,8 +66,10 @@ class LocalRuntime:
         enforce_limits: bool = True,
         clock: Callable[[], float] = time.time,
         launcher: bool = True,
+        records: Path | None = None,
     ) -> None:
-        self._dir = RuntimeDir(Path(root))
+        root = Path(root)
+        self._dir = RuntimeDir(root, volatile_records(root) if records is None else records)
         self._pod_init = procs.compiled_pod_init(self._dir.root)
         # Pods' leaders forked by one long-lived process (``runtimes.pod_launcher``) rather than a
         # Python started per pod; ``procs.spawn`` where it cannot run or once it is gone.
@@ -234,6 +237,8 @@ class LocalRuntime:
         if self._launcher is not None:
             self._launcher.close()
             self._launcher_lost()
+        if not self._runs:
+            self._dir.close()
 
     def describe(self) -> str:
         where = f"with {self._engine}" if self._engine else "as host processes"
@@ -277,11 +282,7 @@ class LocalRuntime:
         """Delete a finished workload's records and logs (the engine deleted the workload)."""
         if key in self._runs:
             raise AlreadyRunning(f"Workload {key}: still has pods; stop it first")
-        base = self._dir.workload_dir(key)
-        for path in sorted(base.rglob("*"), reverse=True):
-            path.rmdir() if path.is_dir() else path.unlink()
-        if base.exists():
-            base.rmdir()
+        self._dir.remove_workload(key)
 
     # -- internals -----------------------------------------------------------------------------
 

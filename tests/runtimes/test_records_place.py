@@ -1,0 +1,77 @@
+"""Where the local runtime keeps its records: in memory (``/dev/shm``), its pods' files on disk.
+
+Pod and workload records describe live processes, so they need to outlive a server crash only;
+logs and workbench homes are the tenants' and stay in the data directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from runtime_helpers import MakeRuntime, wait_for
+
+from gpuaas.runtimes.base import EventKind, PodSpec
+from gpuaas.runtimes.podstate import RuntimeDir, volatile_records
+
+SHM = Path("/dev/shm")
+needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this machine")
+
+
+def sh(script: str, name: str) -> PodSpec:
+    return PodSpec(name, ("sh", "-c", script))
+
+
+@needs_shm
+def test_records_go_to_memory_and_logs_stay_on_disk(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    root = tmp_path / "rt"
+    runtime = make_runtime(root=root)
+    runtime.start("ns/a", [sh("echo hello; sleep 30", name="a-0")])
+    records = volatile_records(root)
+    assert records.parent == SHM / f"gpuaas-{os.getuid()}"
+    assert (records / "workloads/ns/a/workload.json").is_file()
+    assert (records / "workloads/ns/a/pods/a-0.json").is_file()
+    assert not list(root.rglob("*.json"))  # no record on disk
+    deadline = time.monotonic() + 5
+    while "".join(runtime.logs("ns/a")) != "hello\n" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (root / "workloads/ns/a/logs/a-0.log").read_text() == "hello\n"
+    # the same directory always maps to the same records, another one elsewhere
+    assert volatile_records(root) == records != volatile_records(tmp_path / "other")
+    runtime.stop("ns/a", 0)
+    wait_for(runtime, EventKind.STOPPED, "ns/a")
+    runtime.forget("ns/a")
+    assert not (records / "workloads/ns/a").exists() and not (root / "workloads/ns/a").exists()
+    runtime.shutdown(grace_seconds=0)
+    assert not records.exists()  # nothing left in memory once no workload has records
+
+
+def test_a_shared_directory_is_never_used(tmp_path: Path) -> None:
+    """A directory another user could write (or a symlink to one) never takes the records."""
+    shm, root = tmp_path / "shm", tmp_path / "rt"
+    shm.mkdir()
+    mine = shm / f"gpuaas-{os.getuid()}"
+    mine.mkdir()
+    os.chmod(mine, 0o777)
+    assert volatile_records(root, shm) == root
+    mine.rmdir()
+    mine.symlink_to(tmp_path)
+    assert volatile_records(root, shm) == root
+    mine.unlink()
+    assert volatile_records(root, shm).parent == mine
+    assert (mine.stat().st_mode & 0o777) == 0o700
+    assert volatile_records(root, tmp_path / "missing") == root
+
+
+def test_records_in_the_runtime_directory_when_asked(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    root = tmp_path / "rt"
+    runtime = make_runtime(root=root, records=root)
+    runtime.start("ns/a", [sh("sleep 30", name="a-0")])
+    assert (root / "workloads/ns/a/pods/a-0.json").is_file()
+    assert RuntimeDir(root).pods_dir("ns/a") == root / "workloads/ns/a/pods"
