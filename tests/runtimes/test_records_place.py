@@ -39,13 +39,14 @@ def test_records_go_to_memory_and_logs_stay_on_disk(
     deadline = time.monotonic() + 5
     while "".join(runtime.logs("ns/a")) != "hello\n" and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert (root / "workloads/ns/a/logs/a-0.log").read_text() == "hello\n"
+    assert (root / "logs/ns/a/a-0.log").read_text() == "hello\n"
+    assert not (root / "workloads/ns/a").exists()  # a Job keeps no other file on disk
     # the same directory always maps to the same records, another one elsewhere
     assert volatile_records(root) == records != volatile_records(tmp_path / "other")
     runtime.stop("ns/a", 0)
     wait_for(runtime, EventKind.STOPPED, "ns/a")
     runtime.forget("ns/a")
-    assert not (records / "workloads/ns/a").exists() and not (root / "workloads/ns/a").exists()
+    assert not (records / "workloads/ns/a").exists() and not (root / "logs/ns/a").exists()
     runtime.shutdown(grace_seconds=0)
     assert not records.exists()  # nothing left in memory once no workload has records
 
@@ -75,3 +76,25 @@ def test_records_in_the_runtime_directory_when_asked(
     runtime.start("ns/a", [sh("sleep 30", name="a-0")])
     assert (root / "workloads/ns/a/pods/a-0.json").is_file()
     assert RuntimeDir(root).pods_dir("ns/a") == root / "workloads/ns/a/pods"
+
+
+def test_records_of_a_deleted_directory_are_pruned(tmp_path: Path) -> None:
+    """Records whose runtime directory is gone (a deleted data directory) are removed when
+    another runtime starts beside them; those of a directory that exists are kept."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    kept, gone, new = tmp_path / "kept", tmp_path / "gone", tmp_path / "new"
+    assert volatile_records(kept, shm).parent == shm / f"gpuaas-{os.getuid()}"
+    for root in (kept, gone):
+        records = RuntimeDir(root, volatile_records(root, shm)).records_dir("ns/a")
+        records.mkdir(parents=True)
+        (records / "workload.json").write_text("{}")
+    gone_records = volatile_records(gone, shm)
+    assert gone_records.is_dir()
+    for path in sorted(gone.rglob("*"), reverse=True):
+        path.rmdir()
+    gone.rmdir()
+    RuntimeDir(new, volatile_records(new, shm))
+    assert not gone_records.exists()
+    assert (volatile_records(kept, shm) / "workloads/ns/a/workload.json").is_file()
+    assert (volatile_records(new, shm) / "workloads").is_dir()

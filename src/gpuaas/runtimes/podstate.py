@@ -1,4 +1,4 @@
-"""What the local runtime remembers on disk, so a restarted server can find its pods again.
+"""What the local runtime remembers, so a restarted server can find its pods again, and its logs.
 
 This module owns the runtime directory's layout and its records: one ``workload.json`` per
 workload (restart count, backoff state, whether a stop is under way) and one JSON file per live
@@ -7,8 +7,8 @@ written whole and renamed into place, so a crash never leaves half a record. It 
 signals nothing; ``runtimes.local`` decides what the records mean.
 
 Layout: the records, ``<records>/workloads/<namespace>/<name>/{workload.json, pods/<pod>.json,
-pods/<pod>.exit}``; what pods leave behind, ``<root>/workloads/<namespace>/<name>/{logs/<pod>.log,
-home/, ray/, workbench.json}``.
+pods/<pod>.exit}``; what pods leave behind, ``<root>/logs/<namespace>/<name>/<pod>.log`` and
+``<root>/workloads/<namespace>/<name>/{home/, ray/, workbench.json}``.
 
 The records describe live processes, which a reboot ends, so they need to outlive a server crash,
 not the machine: like containerd's ``state`` directory (``/run/containerd``, beside its
@@ -16,9 +16,9 @@ persistent ``root``), they go to a per-boot memory file system by default (``vol
 ``/dev/shm``), and logs, workbench homes and Ray's files stay in the data directory. On the 2-core
 VM a file created on its disk cost 0.3-0.5 ms of kernel CPU against 0.01-0.02 ms in ``/dev/shm``,
 and a pod's start made seven of them for its records (the directories, the workload record, the
-pod record before and after its spawn). After a reboot the records are gone with the pods, so an
-admitted workload finds no pods and is requeued (``PodsLost``), as a Kubernetes node's pods are
-recreated elsewhere.
+pod record before and after its spawn), beside the two directories and the file of its log. After
+a reboot the records are gone with the pods, so an admitted workload finds no pods and is
+requeued (``PodsLost``), as a Kubernetes node's pods are recreated elsewhere.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,12 +95,31 @@ def volatile_records(root: Path, shm: Path = Path("/dev/shm")) -> Path:
     return base / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
 
 
+OWNER = "root"  # in a records directory kept apart: the runtime directory it belongs to
+
+
+def _prune_orphans(records: Path) -> None:
+    """Remove the records beside ``records`` whose runtime directory no longer exists (a data
+    directory deleted, a test's temporary one): nothing can adopt their pods any more, and they
+    would hold memory until the next reboot."""
+    for other in records.parent.iterdir():
+        try:
+            owner = (other / OWNER).read_text()
+        except OSError:
+            continue
+        if other != records and owner and not Path(owner).exists():
+            shutil.rmtree(other, ignore_errors=True)
+
+
 class RuntimeDir:
     def __init__(self, root: Path, records: Path | None = None) -> None:
         self.root = root
         self.records = root if records is None else records
         (root / "workloads").mkdir(parents=True, exist_ok=True)
         (self.records / "workloads").mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.records != root:
+            (self.records / OWNER).write_text(str(root.resolve()))
+            _prune_orphans(self.records)
 
     def workload_dir(self, key: str) -> Path:
         """The workload's files that outlive its pods: logs, a workbench's home, Ray's files."""
@@ -114,7 +134,11 @@ class RuntimeDir:
         return self.records_dir(key) / "pods"
 
     def logs_dir(self, key: str) -> Path:
-        return self.workload_dir(key) / "logs"
+        """Beside the workload directories, not in them: a Job's start then makes one directory
+        on disk (its logs'), not two, and a workload directory only where a workbench or Ray
+        keeps files there."""
+        namespace, name = key.split("/", 1)
+        return self.root / "logs" / namespace / name
 
     def log_path(self, key: str, pod: str) -> Path:
         return self.logs_dir(key) / f"{pod}.log"
@@ -136,7 +160,9 @@ class RuntimeDir:
 
     def remove_workload(self, key: str) -> None:
         """Its records and its files, each tree bottom up."""
-        for base in dict.fromkeys((self.records_dir(key), self.workload_dir(key))):
+        for base in dict.fromkeys(
+            (self.records_dir(key), self.logs_dir(key), self.workload_dir(key))
+        ):
             for path in sorted(base.rglob("*"), reverse=True):
                 path.rmdir() if path.is_dir() else path.unlink()
             if base.exists():
@@ -152,6 +178,7 @@ class RuntimeDir:
             for ns in list(base.iterdir()):
                 ns.rmdir()  # raises while a workload's records remain
             base.rmdir()
+            (self.records / OWNER).unlink(missing_ok=True)
             self.records.rmdir()
         except OSError:
             pass
