@@ -12,10 +12,11 @@ with ``container_engine=...`` (see ``runtimes.container``, untested here).
 Server stop versus crash: a graceful server stop calls ``shutdown()``, which stops every pod, so
 nothing outlives the server and no GPU is held by a process nobody watches. A crash leaves pods
 running (their work is not lost) with a state file each (kept in memory, ``/dev/shm``, unless
-``records`` names a directory: ``podstate.volatile_records``); the next server calls ``adopt()``, which
-re-attaches pods whose pid and start time still match and kills the leftovers of the others, so
-no orphan holds a GPU the allocator thinks is free and no workload runs twice (``start`` refuses a
-workload whose recorded pods are alive and not adopted). Calls come from one thread.
+``records`` names a directory: ``podstate.volatile_records``); the next server calls ``adopt()``,
+which re-attaches pods whose pid and start time still match and kills the leftovers of the
+others, so no orphan holds a GPU the allocator thinks is free and no workload runs twice
+(``start`` refuses a workload whose recorded pods are alive and not adopted). Calls come from one
+thread.
 """
 
 from __future__ import annotations

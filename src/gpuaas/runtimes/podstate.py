@@ -14,7 +14,7 @@ The records describe live processes, which a reboot ends, so they need to outliv
 not the machine: like containerd's ``state`` directory (``/run/containerd``, beside its
 persistent ``root``), they go to a per-boot memory file system by default (``volatile_records``:
 ``/dev/shm``), and logs, workbench homes and Ray's files stay in the data directory. On the 2-core
-VM a file created on its disk cost 0.3-0.5 ms of kernel CPU against 0.01-0.02 ms in ``/dev/shm``,
+VM a file created on its disk cost 0.3-0.7 ms of kernel CPU against 0.01-0.02 ms in ``/dev/shm``,
 and a pod's start made seven of them for its records (the directories, the workload record, the
 pod record before and after its spawn), beside the two directories and the file of its log. After
 a reboot the records are gone with the pods, so an admitted workload finds no pods and is
@@ -122,7 +122,8 @@ class RuntimeDir:
             _prune_orphans(self.records)
 
     def workload_dir(self, key: str) -> Path:
-        """The workload's files that outlive its pods: logs, a workbench's home, Ray's files."""
+        """The workload's files that outlive its pods beside its logs: a workbench's home and
+        record, Ray's files (made only by what keeps files there)."""
         namespace, name = key.split("/", 1)
         return self.root / "workloads" / namespace / name
 
