@@ -98,3 +98,32 @@ def test_records_of_a_deleted_directory_are_pruned(tmp_path: Path) -> None:
     assert not gone_records.exists()
     assert (volatile_records(kept, shm) / "workloads/ns/a/workload.json").is_file()
     assert (volatile_records(new, shm) / "workloads").is_dir()
+
+
+@needs_shm
+def test_a_finished_workload_keeps_its_log_and_no_record(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """Succeeded or failed, nothing reads a workload's records again: they go, its log stays.
+    A stopped one keeps its record, whose restart count its next start reads."""
+    root = tmp_path / "rt"
+    runtime = make_runtime(root=root)
+    records = volatile_records(root) / "workloads/ns"
+    runtime.start("ns/ok", [sh("echo done", name="ok-0")])
+    runtime.start("ns/bad", [sh("exit 3", name="bad-0")], backoff_limit=0)
+    runtime.start("ns/stopped", [sh("sleep 30", name="stopped-0")])
+    ended: set[tuple[EventKind, str]] = set()
+    deadline = time.monotonic() + 10
+    while len(ended) < 2 and time.monotonic() < deadline:
+        ended |= {(e.kind, e.workload) for e in runtime.poll()}
+        ended &= {(EventKind.SUCCEEDED, "ns/ok"), (EventKind.FAILED, "ns/bad")}
+        time.sleep(0.01)
+    assert ended == {(EventKind.SUCCEEDED, "ns/ok"), (EventKind.FAILED, "ns/bad")}
+    runtime.stop("ns/stopped", 0)
+    wait_for(runtime, EventKind.STOPPED, "ns/stopped")
+    assert not (records / "ok").exists() and not (records / "bad").exists()
+    assert (root / "logs/ns/ok/ok-0.log").read_text() == "done\n"
+    assert (records / "stopped/workload.json").is_file()
+    runtime.start("ns/stopped", [sh("echo $GPUAAS_RESTART_COUNT", name="stopped-0")])
+    wait_for(runtime, EventKind.SUCCEEDED, "ns/stopped")
+    assert "".join(runtime.logs("ns/stopped")).splitlines()[-1] == "1"

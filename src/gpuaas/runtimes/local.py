@@ -430,7 +430,10 @@ class LocalRuntime:
             wl.outcome, kind = "Failed", EventKind.FAILED
         else:
             wl.outcome, kind = "Succeeded", EventKind.SUCCEEDED
-        self._dir.write_workload(wl)
+        if wl.stopping:  # started again once readmitted: its restart count is read then
+            self._dir.write_workload(wl)
+        else:  # finished for good: nothing reads its record again, and it would hold memory
+            self._dir.remove_records(run.key)
         del self._runs[run.key]
         self._stale.add(run.key)
         self._emit(kind, run.key, message=f"exit codes {codes}, {wl.failures} failure(s)")

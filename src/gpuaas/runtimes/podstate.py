@@ -1,10 +1,11 @@
 """What the local runtime remembers, so a restarted server can find its pods again, and its logs.
 
 This module owns the runtime directory's layout and its records: one ``workload.json`` per
-workload (restart count, backoff state, whether a stop is under way) and one JSON file per live
-pod (pid, process group, start time, GPUs, a unique token in the pod's environment). Files are
-written whole and renamed into place, so a crash never leaves half a record. It starts and
-signals nothing; ``runtimes.local`` decides what the records mean.
+workload (restart count, backoff state, whether a stop is under way; removed once the workload
+succeeds or fails, kept after a stop for the restart count of its next start) and one JSON file
+per live pod (pid, process group, start time, GPUs, a unique token in the pod's environment).
+Files are written whole and renamed into place, so a crash never leaves half a record. It starts
+and signals nothing; ``runtimes.local`` decides what the records mean.
 
 Layout: the records, ``<records>/workloads/<namespace>/<name>/{workload.json, pods/<pod>.json,
 pods/<pod>.exit}``; what pods leave behind, ``<root>/logs/<namespace>/<name>/<pod>.log`` and
@@ -159,15 +160,15 @@ class RuntimeDir:
     def write_workload(self, record: WorkloadRecord) -> None:
         _write_json(self.records_dir(record.key) / "workload.json", record)
 
+    def remove_records(self, key: str) -> None:
+        _remove_tree(self.records_dir(key))
+
     def remove_workload(self, key: str) -> None:
-        """Its records and its files, each tree bottom up."""
+        """Its records and its files."""
         for base in dict.fromkeys(
             (self.records_dir(key), self.logs_dir(key), self.workload_dir(key))
         ):
-            for path in sorted(base.rglob("*"), reverse=True):
-                path.rmdir() if path.is_dir() else path.unlink()
-            if base.exists():
-                base.rmdir()
+            _remove_tree(base)
 
     def close(self) -> None:
         """Remove the records' directory once no workload has records (a server stopped with
@@ -201,6 +202,14 @@ class RuntimeDir:
     def remove_pod(self, key: str, pod: str) -> None:
         for path in (self.pods_dir(key) / f"{pod}.json", self.exit_path(key, pod)):
             path.unlink(missing_ok=True)
+
+
+def _remove_tree(base: Path) -> None:
+    """``base`` and what it holds, bottom up (gone already is fine)."""
+    for path in sorted(base.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    if base.exists():
+        base.rmdir()
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
