@@ -127,3 +127,27 @@ def test_a_finished_workload_keeps_its_log_and_no_record(
     runtime.start("ns/stopped", [sh("echo $GPUAAS_RESTART_COUNT", name="stopped-0")])
     wait_for(runtime, EventKind.SUCCEEDED, "ns/stopped")
     assert "".join(runtime.logs("ns/stopped")).splitlines()[-1] == "1"
+
+
+def test_the_older_layout_moves_to_this_one(tmp_path: Path) -> None:
+    """A server before 2026-12-07 kept records and logs in the workload directory: they move, so
+    a pod left running by its crash is adopted and its log still read."""
+    shm, root = tmp_path / "shm", tmp_path / "rt"
+    shm.mkdir()
+    old = root / "workloads/ns/a"
+    (old / "pods").mkdir(parents=True)
+    (old / "logs").mkdir()
+    (old / "workload.json").write_text('{"key": "ns/a"}')
+    (old / "pods/a-0.json").write_text("{}")
+    (old / "logs/a-0.log").write_text("hello\n")
+    (root / "workloads/ns/bench/home").mkdir(parents=True)  # a workbench's home stays
+    (root / "workloads/ns/ray/logs").mkdir(parents=True)  # the Ray runtime's: not moved
+    (root / "workloads/ns/ray/run.json").write_text("{}")
+    rdir = RuntimeDir(root, volatile_records(root, shm))
+    assert rdir.records != root
+    assert (rdir.records_dir("ns/a") / "workload.json").read_text() == '{"key": "ns/a"}'
+    assert (rdir.pods_dir("ns/a") / "a-0.json").is_file()
+    assert rdir.log_path("ns/a", "a-0").read_text() == "hello\n"
+    assert not old.exists() and (root / "workloads/ns/bench/home").is_dir()
+    assert (root / "workloads/ns/ray/logs").is_dir() and not rdir.logs_dir("ns/ray").exists()
+    assert rdir.workload_keys() == ["ns/a"]

@@ -121,6 +121,26 @@ class RuntimeDir:
         if self.records != root:
             (self.records / OWNER).write_text(str(root.resolve()))
             _prune_orphans(self.records)
+        self._move_older_layout()
+
+    def _move_older_layout(self) -> None:
+        """Records and logs that a server before 2026-12-07 left in the workload directories
+        (``workloads/NS/NAME/{workload.json, pods/, logs/}``) move to where this one keeps them,
+        so pods left running by a crash of that server are adopted, and their logs still read."""
+        for wdir in (self.root / "workloads").glob("*/*"):
+            if not ((wdir / "workload.json").exists() or (wdir / "pods").is_dir()):
+                continue  # not the local runtime's (the Ray runtime keeps run.json and logs)
+            key = f"{wdir.parent.name}/{wdir.name}"
+            moves = [(wdir / "logs", self.logs_dir(key))]
+            if self.records != self.root:
+                moves += [(wdir / "workload.json", self.records_dir(key) / "workload.json")]
+                moves += [(wdir / "pods", self.pods_dir(key))]
+            for old, new in moves:
+                if old.exists() and not new.exists():
+                    new.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(old, new)
+            if not any(wdir.iterdir()):
+                wdir.rmdir()
 
     def workload_dir(self, key: str) -> Path:
         """The workload's files that outlive its pods beside its logs: a workbench's home and
