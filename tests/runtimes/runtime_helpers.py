@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gpuaas.runtimes.base import EventKind, RuntimeEvent
+from gpuaas.runtimes.base import EventKind, PodSpec, RuntimeEvent
 from gpuaas.runtimes.local import LocalRuntime
 
 MakeRuntime = Callable[..., LocalRuntime]
@@ -24,3 +24,8 @@ def wait_for(
                 return event, seen
         time.sleep(0.01)
     raise AssertionError(f"no {kind} for {key} within {timeout}s; saw {seen}")
+
+
+def sh(script: str, name: str = "p-0", **kwargs: object) -> PodSpec:
+    """A pod whose command is a shell script."""
+    return PodSpec(name, ("sh", "-c", script), **kwargs)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from runtime_helpers import MakeRuntime, wait_for
+from runtime_helpers import MakeRuntime, sh, wait_for
 
 from gpuaas.runtimes.base import (
     AlreadyRunning,
@@ -26,10 +26,6 @@ ENV_DUMP = (
     'echo "$CUDA_VISIBLE_DEVICES|$NVIDIA_VISIBLE_DEVICES|$GPUAAS_WORKLOAD|$GPUAAS_POD|'
     '$GPUAAS_RESTART_COUNT|$GREETING|$(pwd)"',
 )
-
-
-def sh(script: str, name: str = "p-0", **kwargs: object) -> PodSpec:
-    return PodSpec(name, ("sh", "-c", script), **kwargs)  # type: ignore[arg-type]
 
 
 def test_pod_environment_and_success(runtime: LocalRuntime, tmp_path: Path) -> None:

@@ -11,17 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from runtime_helpers import MakeRuntime, wait_for
+from runtime_helpers import MakeRuntime, sh, wait_for
 
-from gpuaas.runtimes.base import EventKind, PodSpec
+from gpuaas.runtimes.base import EventKind
 from gpuaas.runtimes.podstate import RuntimeDir, volatile_records
 
 SHM = Path("/dev/shm")
 needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this machine")
-
-
-def sh(script: str, name: str) -> PodSpec:
-    return PodSpec(name, ("sh", "-c", script))
 
 
 @needs_shm
