@@ -182,7 +182,7 @@ def test_stderr_is_captured_with_stdout(runtime: LocalRuntime) -> None:
 def test_missing_command_fails_like_a_container(runtime: LocalRuntime) -> None:
     runtime.start("ns/w", [PodSpec("p-0", ("no-such-command-gpuaas",))], backoff_limit=0)
     _, seen = wait_for(runtime, EventKind.FAILED, "ns/w")
-    assert [e.exit_code for e in seen if e.kind == EventKind.POD_FAILED] == [127]
+    assert {e.exit_code for e in seen if e.kind == EventKind.POD_FAILED} == {127}
 
 
 @pytest.mark.parametrize(
@@ -269,3 +269,23 @@ def test_stop_also_kills_processes_that_left_the_pod_group(runtime: LocalRuntime
     runtime.stop("ns/escape", 1)
     wait_for(runtime, EventKind.STOPPED, "ns/escape")
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in escaped)
+
+
+def test_a_command_is_looked_up_on_the_pods_own_path(runtime: LocalRuntime, tmp_path: Path) -> None:
+    """The command is found on the pod's ``PATH`` (as a container runtime does), not the
+    server's, and sees the pod's environment, whichever way its leader started (a forked one
+    gets both without rebuilding its own environment)."""
+    bin_dir = tmp_path / "pod-bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "only-on-pod-path"
+    tool.write_text('#!/bin/sh\necho "found $GREETING"\n')
+    tool.chmod(0o755)
+    path = f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    pod = PodSpec("p-0", ("only-on-pod-path",), env=(("PATH", path), ("GREETING", "hi")))
+    runtime.start("ns/w", [pod])
+    wait_for(runtime, EventKind.SUCCEEDED, "ns/w")
+    assert list(runtime.logs("ns/w")) == ["found hi"]
+    runtime.start("ns/v", [PodSpec("p-0", ("only-on-pod-path",))])  # the server's PATH: not there
+    _, seen = wait_for(runtime, EventKind.FAILED, "ns/v")
+    assert {e.exit_code for e in seen if e.kind == EventKind.POD_FAILED} == {127}
+    assert any("only-on-pod-path" in line for line in runtime.logs("ns/v"))

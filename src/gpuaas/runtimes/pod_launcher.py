@@ -5,8 +5,9 @@ Starting ``python -I -S pod_init.pyc`` for every pod costs the machine a whole i
 that bounded pods to well under 200 a second). This process pays that start once: it loads
 ``pod_init`` (and its ``prctl``) and, for each request, forks a child that becomes the pod's
 leader and runs ``pod_init.main`` exactly as a freshly started one would: its own session, stdin
-from /dev/null, stdout and stderr appended to the pod's log, the pod's environment (``PATH``
-included, which is where ``posix_spawnp`` looks for the command).
+from /dev/null, stdout and stderr appended to the pod's log, the pod's environment given to its
+command (and the pod's ``PATH`` put in the leader's own, which is where ``posix_spawnp`` looks for
+the command).
 
 A forked leader's ``/proc/PID/environ`` is the launcher's, not the pod's: the kernel shows the
 environment a process was exec'd with. So the child first names itself after the pod's token
@@ -70,9 +71,7 @@ def _child(log_fd: int, ready_fd: int, env: dict[str, str], argv: list[str]) -> 
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.closerange(3, 1 << 16)  # the launcher's pipes are not the pod's
-        os.environ.clear()
-        os.environ.update(env)
-        code = pod_init.main(argv)
+        code = pod_init.main(argv, env)
     except BaseException as exc:  # a pod that could not start, said in its log
         with contextlib.suppress(OSError):
             os.write(2, f"pod_launcher: cannot start the pod: {exc}\n".encode())
