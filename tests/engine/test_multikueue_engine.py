@@ -59,6 +59,27 @@ def test_a_job_of_a_multikueue_queue_is_managed_by_multikueue(engine: Engine) ->
     assert "references inactive AdmissionCheck(s): mk" in engine.explain("ns", "j")["reason"]
 
 
+def test_the_managed_by_default_follows_the_queues_checks_as_they_change(engine: Engine) -> None:
+    """The answer for a LocalQueue is remembered between Jobs; a change to its ClusterQueue or
+    AdmissionCheck must show in the next Job's default."""
+    _setup(engine, check=True)
+    managed = lambda name: "managedBy" in _create(engine, "Job", _job(name), "ns")["spec"]  # noqa: E731
+    assert managed("j1") and managed("j2")
+    cq = engine.get(BY_KIND["ClusterQueue"], None, "cq")
+    cq["spec"].pop("admissionChecks")
+    engine.replace(BY_KIND["ClusterQueue"], None, "cq", cq)
+    assert not managed("j3")
+    cq = engine.get(BY_KIND["ClusterQueue"], None, "cq")
+    cq["spec"]["admissionChecks"] = ["mk"]
+    engine.replace(BY_KIND["ClusterQueue"], None, "cq", cq)
+    assert managed("j4")
+    cq = engine.get(BY_KIND["ClusterQueue"], None, "cq")
+    cq["spec"].pop("admissionChecks")
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "mk"}]}
+    engine.replace(BY_KIND["ClusterQueue"], None, "cq", cq)
+    assert managed("j5")
+
+
 def test_a_job_elsewhere_is_left_alone(engine: Engine) -> None:
     _setup(engine, check=False)
     job = _create(engine, "Job", _job("j"), "ns")
