@@ -29,6 +29,7 @@ from gpuaas.store import open_store
 from gpuaas.vocab.kinds import BY_KIND
 
 JOB = BY_KIND["Job"]
+MK_ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 
 
 class Node:
@@ -179,6 +180,36 @@ def test_admitted_job_runs_pinned_with_logs(node: Node) -> None:
     assert pods[0].gpus == (0, 1) and psutil.pid_exists(pods[0].pid)
     assert node.until(lambda: node.logs("ns/a")) == ["hi ns/a gpus=0,1"]
     assert "Started" in node.reasons("ns/a")
+
+
+def _bare_workload(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    containers = [{"name": "main", "command": ["sh", "-c", ECHO_ENV],
+                   "resources": {"requests": {"cpu": "1"}}}]  # fmt: skip
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "ns", "labels": labels},
+        "spec": {"queueName": "lq", "podSets": [
+            {"name": "main", "count": 1, "template": {"spec": {"containers": containers}}}]},
+    }  # fmt: skip
+
+
+def test_a_bare_workload_runs_its_pods_and_a_multikueue_copy_waits_for_its_job(
+    node: Node,
+) -> None:
+    """A Workload with a command and no job runs here; a MultiKueue worker's copy (the origin
+    label) runs nothing until its Job comes, then runs that Job's pods."""
+    workload = BY_KIND["Workload"]
+    node.engine.create(workload, "ns", _bare_workload("bare", {}))
+    node.engine.create(workload, "ns", _bare_workload("copy", {MK_ORIGIN: "hub"}))
+    assert node.phase("ns/bare") == Phase.ADMITTED and node.phase("ns/copy") == Phase.ADMITTED
+    assert node.until(lambda: node.logs("ns/bare")) == ["hi ns/bare gpus="]
+    node.engine.tick()
+    assert node.pods("ns/copy") == []
+    prebuilt = job("copy", 'echo "from the job"; sleep 30')
+    prebuilt["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] = "copy"
+    node.engine.create(JOB, "ns", prebuilt)
+    assert node.until(lambda: node.logs("ns/copy")) == ["from the job"]
 
 
 def test_preemption_stops_the_victim_before_the_preemptor_starts(node: Node) -> None:

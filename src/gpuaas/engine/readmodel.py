@@ -36,7 +36,7 @@ from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, Object
 from gpuaas.vocab import notebook_status, ray_status
 from gpuaas.vocab.job_status import job_status as render_job_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
-from gpuaas.vocab.multikueue import runs_pods_here
+from gpuaas.vocab.multikueue import ORIGIN_LABEL, runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -371,6 +371,32 @@ class ReadModel:
         RayCluster, ...) of the same name stored: one intersection, nothing decoded."""
         with self._lock:
             return self.objects.job_names.keys() & keys
+
+    def holding(self, keys: Collection[str]) -> set[str]:
+        """Which of ``keys`` hold quota now (admitted or being evicted): the phase alone, no
+        view built (the runtime's once-a-second pass over every running workload)."""
+        with self._lock:
+            found = (self._cluster.workloads.get(k) for k in keys)
+            return {st.key for st in found if st is not None and st.phase in views.HOLDING}
+
+    def copies_awaiting_job(self, keys: Collection[str]) -> set[str]:
+        """Which of ``keys`` are a MultiKueue worker's admitted copies whose Job has not come
+        yet: Workloads with the origin label and no job object of their name stored. Their pods
+        come with that Job, so there is nothing to start (``vocab.multikueue.runs_pods_here``);
+        told from the parsed workload, not its view and stored document, which a worker built
+        for each of the three copies of every workload it was sent."""
+        with self._lock:
+            out = set()
+            for key in keys - self.objects.job_names.keys():
+                st = self._cluster.workloads.get(key)
+                if (
+                    st is not None
+                    and st.phase == Phase.ADMITTED
+                    and st.workload.kind == WORKLOAD.kind
+                    and ORIGIN_LABEL in st.workload.labels
+                ):
+                    out.add(key)
+            return out
 
     def source_manifest(self, key: str) -> Mapping[str, Any] | None:
         """The document a workload's pods come from: its owning Job, RayCluster or RayJob if it

@@ -290,7 +290,7 @@ class RuntimeBridge:
         candidates = list(running) if keys is None else [k for k in keys if k in running]
         if not candidates:
             return
-        held = {w.key for w in engine.workloads(keys=candidates, phases=HOLDING)}
+        held = engine.holding(candidates)
         for key in candidates:
             if key not in held and not running[key].stopping:
                 self.runtime.stop(key)
@@ -303,8 +303,14 @@ class RuntimeBridge:
         if not self._to_start:
             return
         keys = self._to_start
-        if not recheck_all and self._awaiting_job:
-            keys = keys - (self._awaiting_job - engine.with_job(self._awaiting_job))
+        if not recheck_all:
+            if self._awaiting_job:
+                keys = keys - (self._awaiting_job - engine.with_job(self._awaiting_job))
+            # A copy just admitted, its Job not here yet: straight to waiting for it.
+            copies = engine.copies_awaiting_job(keys - self._awaiting_job)
+            if copies:
+                self._awaiting_job |= copies
+                keys = keys - copies
             if not keys:
                 return
         admitted = {w.key: w for w in engine.workloads(keys=keys)}
