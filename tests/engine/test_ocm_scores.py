@@ -4,11 +4,12 @@ Succeeded or Failed, per node and in all; idle GPUs from DCGM's utilization gaug
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from gpuaas.engine.multikueue.scores import measure
+from gpuaas.engine.multikueue.scores import measure, pods_of
 
 
 def node(name: str, gpus: str, *, unschedulable: bool = False) -> dict[str, Any]:
@@ -51,9 +52,24 @@ DCGM_FI_DEV_GPU_UTIL{gpu="2",UUID="u2",device="nvidia2",modelName="Tesla-T4",Hos
     ],
 )
 def test_free_gpus(nodes: list[Any], pods: list[Any], want: tuple[int, int, int]) -> None:
-    got = measure(nodes, pods, None)
-    assert (got.allocatable, got.free, got.node_free) == want
-    assert got.idle is None
+    # As the hub reads them: a PodList of whole pods, decoded into what is counted only.
+    whole = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "labels": {}},
+              "spec": {**p["spec"], "restartPolicy": "Never", "containers": [
+                  {**c, "image": "busybox", "command": ["sleep", "1"]}
+                  for c in p["spec"]["containers"]]},
+              "status": {**p["status"], "startTime": "2026-12-07T00:00:00Z"}}
+             for i, p in enumerate(pods)]  # fmt: skip
+    listed = pods_of(json.dumps({"kind": "PodList", "items": whole}).encode())
+    for got in (measure(nodes, pods, None), measure(nodes, listed, None)):
+        assert (got.allocatable, got.free, got.node_free) == want
+        assert got.idle is None
+
+
+def test_a_pod_list_with_nulls_reads_as_no_pods_or_no_requests() -> None:
+    assert pods_of(b'{"kind": "PodList", "items": null}') == []
+    assert pods_of(b'{"items": [{"spec": {"containers": null}, "status": null}]}') == [{"spec": {}}]
+    got = measure([node("n", "2")], pods_of(b'{"items": [{"spec": {"nodeName": "n"}}]}'), None)
+    assert got.free == 2
 
 
 def test_idle_gpus_and_model_from_dcgm() -> None:

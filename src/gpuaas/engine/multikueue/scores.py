@@ -31,8 +31,9 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuaas.core import ocm
@@ -77,6 +78,45 @@ def _qty(value: Any) -> Fraction:
         return parse_quantity_exact(str(value))
     except (QuantityError, ValueError):
         return Fraction(0)
+
+
+class _Resources(msgspec.Struct, omit_defaults=True):
+    requests: dict[str, Any] | None = None
+    limits: dict[str, Any] | None = None
+
+
+class _Container(msgspec.Struct, omit_defaults=True):
+    resources: _Resources | None = None
+
+
+class _PodSpec(msgspec.Struct, omit_defaults=True):
+    nodeName: str | None = None
+    containers: list[_Container] | None = None
+
+
+class _PodStatus(msgspec.Struct, omit_defaults=True):
+    phase: str | None = None
+
+
+class _Pod(msgspec.Struct, omit_defaults=True):
+    spec: _PodSpec | None = None
+    status: _PodStatus | None = None
+
+
+class _PodList(msgspec.Struct):
+    items: list[_Pod] | None = None
+
+
+# A worker's pod list, read twice a second, holds every running pod in full (about 1.4 KB
+# each): decoded into only what ``measure`` reads, the rest skipped unparsed (0.8 ms for 333
+# pods against 3.5 ms with ``json``).
+_POD_LIST = msgspec.json.Decoder(_PodList)
+
+
+def pods_of(body: bytes) -> list[JsonDoc]:
+    """A ``v1 PodList``'s pods, each with only its node, phase and containers' requests and
+    limits, shaped as in the document."""
+    return cast(list[JsonDoc], msgspec.to_builtins(_POD_LIST.decode(body).items or []))
 
 
 def _pod_gpus(pod: JsonDoc) -> int:
@@ -174,7 +214,7 @@ class ScoreCollector:
             return r
 
         nodes = get("/api/v1/nodes").json().get("items") or []
-        pods = get("/api/v1/pods").json().get("items") or []
+        pods = pods_of(get("/api/v1/pods").content)
         metrics = self._metrics.get(name)
         if metrics is None or now - metrics[0] >= METRICS_EVERY:
             try:
