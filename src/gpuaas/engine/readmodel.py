@@ -36,7 +36,7 @@ from gpuaas.store import EventRecord, GroupCommitter, JsonDoc, ObjectKey, Object
 from gpuaas.vocab import notebook_status, ray_status
 from gpuaas.vocab.job_status import job_status as render_job_status
 from gpuaas.vocab.kinds import BY_KIND, WORKLOAD, Kind
-from gpuaas.vocab.multikueue import ORIGIN_LABEL, runs_pods_here
+from gpuaas.vocab.multikueue import is_worker_copy, runs_pods_here
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import Engine
@@ -392,8 +392,7 @@ class ReadModel:
                 if (
                     st is not None
                     and st.phase == Phase.ADMITTED
-                    and st.workload.kind == WORKLOAD.kind
-                    and ORIGIN_LABEL in st.workload.labels
+                    and is_worker_copy(st.workload.kind, st.workload.labels)
                 ):
                     out.add(key)
             return out

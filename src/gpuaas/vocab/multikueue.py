@@ -124,7 +124,13 @@ def runs_pods_here(manifest: Mapping[str, Any]) -> bool:
     if isinstance(spec, dict) and spec.get("managedBy") == MANAGED_BY:
         return False
     labels = (manifest.get("metadata") or {}).get("labels") or {}
-    return not (manifest.get("kind") == "Workload" and ORIGIN_LABEL in labels)
+    return not is_worker_copy(str(manifest.get("kind")), labels)
+
+
+def is_worker_copy(kind: str, labels: Mapping[str, Any]) -> bool:
+    """Whether an object is a worker's copy of a manager's Workload: a Workload with the
+    origin label. Its pods come with the Job the manager creates next, never from itself."""
+    return kind == "Workload" and ORIGIN_LABEL in labels
 
 
 def dispatcher_kind(name: str) -> str:
