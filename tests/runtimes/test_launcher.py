@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -138,3 +139,45 @@ def test_a_launcher_that_cannot_open_the_log_says_why(make_runtime: MakeRuntime)
     else:
         raise AssertionError("a pod whose log cannot be opened was started")
     assert not launcher.gone
+
+
+def test_a_pods_arguments_and_environment_reach_its_command_exactly(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """The request line carries every field's bytes: empty arguments, spaces, newlines, ``=``
+    in a value, non-ASCII text and a name that is not UTF-8 arrive as they were sent."""
+    runtime = make_runtime()
+    launcher = _launcher(runtime)
+    odd = os.fsdecode(b"caf\xe9")  # not UTF-8: carried as the bytes the kernel will hold
+    args = ["", "two words", "line\nbreak", "é ü", odd, "--flag=a=b"]
+    env = {
+        "EMPTY": "",
+        "EQUALS": "a=b=c",
+        "NL": "x\ny",
+        "SPACE": " lead",
+        "TEXT": "ünï",
+        "ODD": odd,
+    }
+    script = (
+        "import json, os, sys\n"
+        "print(json.dumps([[os.fsencode(a).hex() for a in sys.argv[1:]],"
+        " {k: os.fsencode(v).hex() for k, v in os.environ.items()}]))"
+    )
+    log = tmp_path / "args.log"
+    exit_file = tmp_path / "args.exit"
+    launched = launcher.spawn(
+        "pod-args",
+        log,
+        env,
+        ["", str(exit_file), "", sys.executable, "-I", "-S", "-c", script, *args],
+    )
+    deadline = time.monotonic() + 10
+    while not exit_file.exists():
+        assert time.monotonic() < deadline, log.read_text(errors="replace")
+        time.sleep(0.01)
+    assert exit_file.read_text().strip() == "0", log.read_text(errors="replace")
+    seen_args, seen_env = json.loads(log.read_text().splitlines()[-1])
+    assert [bytes.fromhex(a) for a in seen_args] == [os.fsencode(a) for a in args]
+    seen = {k: bytes.fromhex(v) for k, v in seen_env.items() if k != "LC_CTYPE"}
+    assert seen == {k: os.fsencode(v) for k, v in env.items()}
+    assert launched.pid > 0

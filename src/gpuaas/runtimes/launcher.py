@@ -11,7 +11,6 @@ and starts pods by ``procs.spawn`` instead. Calls come from one thread, as the r
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import py_compile
 import select
@@ -85,7 +84,7 @@ class PodLauncher:
         if self.gone:
             raise LauncherGone("the pod launcher is gone")
         ident, self._next = self._next, self._next + 1
-        data = json.dumps([ident, name, str(log), env, argv]).encode() + b"\n"
+        data = _request(ident, name, log, env, argv)
         try:
             while data:
                 data = data[os.write(self._in, data) :]
@@ -172,6 +171,17 @@ def _end(pid: int, to_fd: int, from_fd: int, timeout: float) -> None:
             time.sleep(0.002)
     except ChildProcessError:
         return
+
+
+def _request(ident: int, name: str, log: Path, env: dict[str, str], argv: list[str]) -> bytes:
+    """One request line (``pod_launcher``'s protocol): ID, then every field's bytes in hex, ENV
+    and ARGV as NUL-joined lists."""
+    items = [f"{k}={v}" for k, v in env.items()]
+    fields = [
+        os.fsencode(name), os.fsencode(log),
+        b"\0".join(map(os.fsencode, items)), b"\0".join(map(os.fsencode, argv)),
+    ]  # fmt: skip
+    return f"{ident} {' '.join(f.hex() for f in fields)}\n".encode()
 
 
 def _exit(rest: bytes) -> tuple[int, int]:

@@ -15,9 +15,10 @@ environment a process was exec'd with. So the child first names itself after the
 recorded the leader's pid still finds it by that name, as it finds the command by its
 environment.
 
-Protocol, one line each way per message. The runtime writes a JSON array ``[ID, NAME, LOG,
-ENV, ARGV]`` (ARGV is ``pod_init``'s: CGROUP EXITFILE WORKDIR COMMAND...); the launcher answers
-``s ID PID TICKS`` (the leader's pid and start time in clock ticks since boot, as in
+Protocol, one line each way per message. The runtime writes ``ID NAME LOG ENV ARGV``: ID in
+decimal, then each field's bytes in hex (ENV its ``KEY=VALUE`` items and ARGV, ``pod_init``'s
+CGROUP EXITFILE WORKDIR COMMAND..., each joined by NUL, which no C string holds); the launcher
+answers ``s ID PID TICKS`` (the leader's pid and start time in clock ticks since boot, as in
 ``/proc/PID/stat``) or ``e ID MESSAGE`` when it could not start one (the log cannot be opened,
 fork failed), and writes ``x PID CODE`` when it has reaped a leader (CODE as a shell says it,
 128+N for a signal N). Lines come in the order things happened, so an ``x`` for a pid always
@@ -27,12 +28,13 @@ At end of input (the server stopped or died) it exits and leaves the pods runnin
 is a subreaper that records its command's exit code in its file, which is how a restarted
 server learns how a pod it did not watch ended. Like ``pod_init`` it imports only what an
 interpreter started with ``-I -S`` has, and nothing from gpuaas: it runs from a ``.pyc`` beside
-``pod_init.pyc`` in the runtime's directory.
+``pod_init.pyc`` in the runtime's directory. Nor does it import ``json`` or ``contextlib``
+(``json`` pulls in ``re`` and ``enum``): every pod's leader is a fork of this process, so each
+module it holds is memory every leader maps copy-on-write, page tables the fork copies and
+pages the kernel walks through every leader that maps them (``bench/pod_start.py``).
 """
 
 import _signal  # type: ignore[import-not-found]  # built in: ``signal`` imports ``enum``
-import contextlib
-import json
 import os
 import select
 import sys
@@ -73,19 +75,37 @@ def _child(log_fd: int, ready_fd: int, env: dict[str, str], argv: list[str]) -> 
         os.closerange(3, 1 << 16)  # the launcher's pipes are not the pod's
         code = pod_init.main(argv, env)
     except BaseException as exc:  # a pod that could not start, said in its log
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105  # not contextlib.suppress: contextlib is not imported (see above)
             os.write(2, f"pod_launcher: cannot start the pod: {exc}\n".encode())
+        except OSError:
+            pass
     finally:
         os._exit(code)
+
+
+def _fields(line: bytes) -> tuple[str, str, str, dict[str, str], list[str]]:
+    """A request line's ID, NAME, LOG, ENV and ARGV (see the module's docstring); ValueError
+    where it is not one."""
+    ident, name, log, env, argv = line.decode("ascii").split(" ")
+    items = [os.fsdecode(v) for v in bytes.fromhex(env).split(b"\0")] if env else []
+    pairs = dict(item.split("=", 1) for item in items)
+    args = [os.fsdecode(v) for v in bytes.fromhex(argv).split(b"\0")]
+    return (
+        str(int(ident)),
+        os.fsdecode(bytes.fromhex(name)),
+        os.fsdecode(bytes.fromhex(log)),
+        pairs,
+        args,
+    )
 
 
 def _launch(line: bytes) -> bytes:
     """Fork one pod's leader for a request line; the reply line."""
     ident = "?"
     try:
-        ident, name, log, env, argv = json.loads(line)
+        ident, name, log, env, argv = _fields(line)
         log_fd = os.open(log, _LOG_FLAGS, 0o600)
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:
         return f"e {ident} bad request: {exc}\n".encode()
     except OSError as exc:
         return f"e {ident} cannot open log {log}: {exc.strerror or exc}\n".encode()
