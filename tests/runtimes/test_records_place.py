@@ -35,14 +35,17 @@ def test_records_go_to_memory_and_logs_stay_on_disk(
     deadline = time.monotonic() + 5
     while "".join(runtime.logs("ns/a")) != "hello\n" and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert (root / "logs/ns/a/a-0.log").read_text() == "hello\n"
+    # one file per pod on disk, named after its workload in its namespace's directory
+    assert (root / "logs/ns/a_a-0.log").read_text() == "hello\n"
     assert not (root / "workloads/ns/a").exists()  # a Job keeps no other file on disk
+    assert sorted(p.name for p in (root / "logs").rglob("*")) == ["a_a-0.log", "ns"]
     # the same directory always maps to the same records, another one elsewhere
     assert volatile_records(root) == records != volatile_records(tmp_path / "other")
     runtime.stop("ns/a", 0)
     wait_for(runtime, EventKind.STOPPED, "ns/a")
     runtime.forget("ns/a")
-    assert not (records / "workloads/ns/a").exists() and not (root / "logs/ns/a").exists()
+    assert not (records / "workloads/ns/a").exists()
+    assert not (root / "logs/ns/a_a-0.log").exists()
     runtime.shutdown(grace_seconds=0)
     assert not records.exists()  # nothing left in memory once no workload has records
 
@@ -118,7 +121,7 @@ def test_a_finished_workload_keeps_its_log_and_no_record(
     runtime.stop("ns/stopped", 0)
     wait_for(runtime, EventKind.STOPPED, "ns/stopped")
     assert not (records / "ok").exists() and not (records / "bad").exists()
-    assert (root / "logs/ns/ok/ok-0.log").read_text() == "done\n"
+    assert (root / "logs/ns/ok_ok-0.log").read_text() == "done\n"
     assert (records / "stopped/workload.json").is_file()
     runtime.start("ns/stopped", [sh("echo $GPUAAS_RESTART_COUNT", name="stopped-0")])
     wait_for(runtime, EventKind.SUCCEEDED, "ns/stopped")
@@ -145,5 +148,35 @@ def test_the_older_layout_moves_to_this_one(tmp_path: Path) -> None:
     assert (rdir.pods_dir("ns/a") / "a-0.json").is_file()
     assert rdir.log_path("ns/a", "a-0").read_text() == "hello\n"
     assert not old.exists() and (root / "workloads/ns/bench/home").is_dir()
-    assert (root / "workloads/ns/ray/logs").is_dir() and not rdir.logs_dir("ns/ray").exists()
+    assert (root / "workloads/ns/ray/logs").is_dir() and not rdir.logged_pods("ns/ray")
     assert rdir.workload_keys() == ["ns/a"]
+
+
+def test_logs_of_the_layout_before_flat_names_move_to_them(tmp_path: Path) -> None:
+    """A server of 2026-12-07 before the flat names kept ``logs/NS/NAME/POD.log``: each log
+    moves to ``logs/NS/NAME_POD.log`` and is read as before."""
+    root = tmp_path / "rt"
+    (root / "logs/ns/a").mkdir(parents=True)
+    (root / "logs/ns/a/a-0.log").write_text("zero\n")
+    (root / "logs/ns/a/a-1.log").write_text("one\n")
+    rdir = RuntimeDir(root)
+    assert rdir.logged_pods("ns/a") == ["a-0", "a-1"]
+    assert rdir.log_path("ns/a", "a-1").read_text() == "one\n"
+    assert sorted(p.name for p in (root / "logs/ns").iterdir()) == ["a_a-0.log", "a_a-1.log"]
+
+
+def test_a_workloads_logs_are_its_own_beside_names_that_share_a_prefix(tmp_path: Path) -> None:
+    """``a``'s logs are ``a_*``: those of ``a-b`` and ``ab`` are neither listed nor removed
+    with it."""
+    root = tmp_path / "rt"
+    rdir = RuntimeDir(root)
+    for key, pod in (("ns/a", "a-0"), ("ns/a-b", "a-b-0"), ("ns/ab", "ab-0"), ("other/a", "a-0")):
+        path = rdir.log_path(key, pod)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(key)
+    assert rdir.logged_pods("ns/a") == ["a-0"]
+    assert rdir.logged_pods("ns/a-b") == ["a-b-0"]
+    rdir.remove_workload("ns/a")
+    assert rdir.logged_pods("ns/a") == []
+    assert rdir.logged_pods("ns/a-b") == ["a-b-0"] and rdir.logged_pods("ns/ab") == ["ab-0"]
+    assert rdir.log_path("other/a", "a-0").read_text() == "other/a"

@@ -516,11 +516,7 @@ class LocalRuntime:
 
     def _pod_names(self, key: str, pod: str | None) -> list[str]:
         run = self._runs.get(key)
-        names = (
-            list(run.pods)
-            if run
-            else [p.stem for p in sorted(self._dir.logs_dir(key).glob("*.log"))]
-        )
+        names = list(run.pods) if run else self._dir.logged_pods(key)
         if not names:
             raise RuntimeRequestError(f"Workload {key}: no pods and no logs on this node")
         if pod is not None:
