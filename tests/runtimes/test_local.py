@@ -289,3 +289,21 @@ def test_a_command_is_looked_up_on_the_pods_own_path(runtime: LocalRuntime, tmp_
     _, seen = wait_for(runtime, EventKind.FAILED, "ns/v")
     assert {e.exit_code for e in seen if e.kind == EventKind.POD_FAILED} == {127}
     assert any("only-on-pod-path" in line for line in runtime.logs("ns/v"))
+
+
+def test_running_hands_out_snapshots_that_later_changes_leave_alone(
+    runtime: LocalRuntime,
+) -> None:
+    """``running()`` answers the same mapping until something changes, and a new one after:
+    one already handed out (the API reads it on another thread) never changes under its
+    reader, neither by a new workload nor by a stop."""
+    runtime.start("ns/a", [sh("sleep 30", name="a-0")])
+    first = runtime.running()
+    assert runtime.running() is first  # nothing changed: no copy
+    runtime.start("ns/b", [sh("sleep 30", name="b-0")])
+    second = runtime.running()
+    assert list(first) == ["ns/a"] and list(second) == ["ns/a", "ns/b"]
+    runtime.stop("ns/a", grace_seconds=30)
+    third = runtime.running()
+    assert third["ns/a"].stopping and not second["ns/a"].stopping
+    assert list(second) == ["ns/a", "ns/b"]

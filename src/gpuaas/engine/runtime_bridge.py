@@ -162,7 +162,7 @@ class RuntimeBridge:
             self._report_pods_ready(engine, now)
 
     # -- reads for the API ------------------------------------------------------------------------
-    def runs(self) -> dict[str, WorkloadRun]:
+    def runs(self) -> Mapping[str, WorkloadRun]:
         """Pods by workload, as the runtime sees them now."""
         with self._lock:
             return self.runtime.running()

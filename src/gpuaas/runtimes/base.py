@@ -10,7 +10,7 @@ releases an evicted workload's quota only once its pods have terminated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -161,8 +161,10 @@ class Runtime(Protocol):
         """Reap exits, retry failed pods, escalate overdue stops; report what happened."""
         ...
 
-    def running(self) -> dict[str, WorkloadRun]:
-        """Workloads that still have pods (running or terminating), by namespace/name."""
+    def running(self) -> Mapping[str, WorkloadRun]:
+        """Workloads that still have pods (running or terminating), by namespace/name: a
+        snapshot the caller reads and never changes (a runtime may hand out the same one until
+        something changes)."""
         ...
 
     def adopt(self) -> list[str]:
