@@ -63,7 +63,7 @@ from typer.testing import CliRunner
 import job_load
 from gpuaas.api.testing import ServerProcess
 from gpuaas.cli.main import build_app
-from machine import python_speed
+from machine import disk_speed, kernel_threads_cpu, python_speed
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 POD_POLL = 0.5  # seconds between reads of a worker's pods (each costs the worker CPU; a pod's
@@ -185,6 +185,7 @@ def main() -> None:
     speed = python_speed()  # before any server starts: the machine as the bench found it
     use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
+    disk = disk_speed(base)  # where the servers' data directories and the pods' logs go
     hub = ServerProcess(base / "hub")
     workers = [
         ServerProcess(base / f"w{i}", extra=("--runtime", args.worker_runtime, "--fake-gpus", "0"))
@@ -286,6 +287,7 @@ def main() -> None:
 
         load0 = os.getloadavg()
         machine0 = _machine_busy()
+        kernel0 = kernel_threads_cpu()
         cpu0 = {"bench": _self_cpu(), "hub": _cpu(hub)} | {
             f"w{i}": _cpu(w) for i, w in enumerate(workers, 1)
         }
@@ -309,6 +311,7 @@ def main() -> None:
         cpu0["generator"], cpu1["generator"] = 0.0, load.cpu
         load1 = os.getloadavg()
         machine1 = _machine_busy()
+        kernel1 = kernel_threads_cpu()
         done = [n for n in names if n in admitted]
         last = max((admitted[n] for n in done), default=t0)
         rate = len(done) / (last - t0) if done else 0.0
@@ -319,6 +322,7 @@ def main() -> None:
         print(f"MultiKueue bench: hub + 3 workers on this machine, {args.jobs} Jobs, "
               f"8 clients ({gen}), {offered}")  # fmt: skip
         print(f"  {speed}")
+        print(f"  {disk}")
         span = max(t_created - t0, 1e-9)
         print(f"  created on the hub in {span:.2f} s ({args.jobs / span:.0f}/s, "
               f"{load.errors} errors)")  # fmt: skip
@@ -348,6 +352,10 @@ def main() -> None:
               f"({busy / wall / (os.cpu_count() or 1):.0%} of {os.cpu_count()} CPUs), "
               f"{busy / max(1, len(done)) * 1000:.2f} ms per workload admitted: the processes "
               f"below, the pods' own, the kernel's and anything else running")  # fmt: skip
+        threads = {k: v - kernel0.get(k, 0.0) for k, v in kernel1.items()}
+        top = sorted(((v, k) for k, v in threads.items() if v > 0), reverse=True)[:3]
+        print(f"  of which kernel threads {sum(threads.values()):.2f} s ("
+              + ", ".join(f"{k} {v:.2f} s" for v, k in top) + ")")  # fmt: skip
         print("  CPU per workload admitted: " + ", ".join(
             f"{k} {v / max(1, len(done)) * 1000:.2f} ms" for k, v in used.items())
             + f", all {total / max(1, len(done)) * 1000:.2f} ms")  # fmt: skip

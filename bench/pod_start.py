@@ -32,7 +32,7 @@ import psutil
 
 from gpuaas.runtimes.base import PodSpec
 from gpuaas.runtimes.local import LocalRuntime
-from machine import python_speed
+from machine import disk_speed, python_speed
 
 
 def _machine_cpu() -> float:
@@ -88,6 +88,7 @@ def main() -> None:
     print(f"pod starts: {args.pods} pods of sleep 60, runtime directory under "
           f"{args.dir or tempfile.gettempdir()}")  # fmt: skip
     print(f"  {python_speed()}")
+    print(f"  {disk_speed(args.dir)}")
     for _ in range(args.repeat):
         for launcher in (True, False):
             print("  " + run(args.pods, args.dir, launcher))

@@ -26,3 +26,8 @@ def test_multicluster_bench_admits_every_job_and_prints_its_figures(tmp_path: Pa
     assert machine is not None and servers is not None, out
     # both measured over the run, neither left at zero
     assert float(machine.group(1)) > 0 and float(servers.group(1)) > 0
+    # the state of the disk the pods' logs go to, measured where they go, and the kernel
+    # threads' share of the machine
+    disk = re.search(r"disk: a new file in (\S+) costs ([0-9.]+) ms of CPU", out)
+    assert disk is not None and disk.group(1) == str(tmp_path), out
+    assert re.search(r"of which kernel threads [0-9.]+ s \(", out), out

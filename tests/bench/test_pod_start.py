@@ -19,6 +19,7 @@ def test_pod_start_bench_prints_both_modes(tmp_path: Path) -> None:
     ).stdout
     lines = out.splitlines()
     assert lines[1].strip().startswith("machine speed:")
-    assert lines[2].strip().startswith("launcher: ") and "pods/s" in lines[2]
-    assert lines[3].strip().startswith("a Python per pod: ")
+    assert lines[2].strip().startswith(f"disk: a new file in {tmp_path} costs "), out
+    assert lines[3].strip().startswith("launcher: ") and "pods/s" in lines[3]
+    assert lines[4].strip().startswith("a Python per pod: ")
     assert list(tmp_path.iterdir()) == []  # its runtime directories are gone
