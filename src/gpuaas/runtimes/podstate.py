@@ -151,10 +151,11 @@ class RuntimeDir:
                     shutil.move(old, new)
             if not any(wdir.iterdir()):
                 wdir.rmdir()
-        # this morning's layout, 2026-12-07: logs/NS/NAME/POD.log
-        for ldir in (self.root / "logs").glob("*/*"):
-            if ldir.is_dir():
-                self._flatten_logs(f"{ldir.parent.name}/{ldir.name}", ldir)
+        # the layout of the morning of 2026-12-07: logs/NS/NAME/POD.log (a directory entry's
+        # own type, not a stat per log file: a namespace may hold thousands)
+        for ns in _subdirs(self.root / "logs"):
+            for ldir in _subdirs(ns):
+                self._flatten_logs(f"{ns.name}/{ldir.name}", ldir)
 
     def _flatten_logs(self, key: str, old: Path) -> None:
         """Move ``old``'s ``POD.log`` files to ``key``'s flat names, then remove ``old``."""
@@ -260,6 +261,15 @@ class RuntimeDir:
     def remove_pod(self, key: str, pod: str) -> None:
         for path in (self.pods_dir(key) / f"{pod}.json", self.exit_path(key, pod)):
             path.unlink(missing_ok=True)
+
+
+def _subdirs(base: Path) -> list[Path]:
+    """The directories in ``base`` (none if it is missing), told by their directory entries."""
+    try:
+        with os.scandir(base) as entries:
+            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _remove_tree(base: Path) -> None:
