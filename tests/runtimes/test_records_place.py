@@ -180,3 +180,25 @@ def test_a_workloads_logs_are_its_own_beside_names_that_share_a_prefix(tmp_path:
     assert rdir.logged_pods("ns/a") == []
     assert rdir.logged_pods("ns/a-b") == ["a-b-0"] and rdir.logged_pods("ns/ab") == ["ab-0"]
     assert rdir.log_path("other/a", "a-0").read_text() == "other/a"
+
+
+def test_a_runtime_that_did_not_see_a_workload_end_still_removes_its_logs(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """The runtime that ran a workload removes its logs by the pod names it kept; a later one
+    (after a restart) finds them in the namespace's log directory, and leaves a neighbour's."""
+    root = tmp_path / "rt"
+    first = make_runtime(root=root)
+    first.start("ns/a", [sh("echo a", name="a-0"), sh("echo b", name="a-1")])
+    first.start("ns/ab", [sh("echo c", name="ab-0")])
+    ended: set[str] = set()
+    deadline = time.monotonic() + 10
+    while ended != {"ns/a", "ns/ab"}:
+        assert time.monotonic() < deadline, ended
+        ended |= {e.workload for e in first.poll() if e.kind is EventKind.SUCCEEDED}
+        time.sleep(0.01)
+    first.shutdown(grace_seconds=0)
+    second = make_runtime(root=root)
+    second.forget("ns/a")
+    assert sorted(p.name for p in (root / "logs/ns").iterdir()) == ["ab_ab-0.log"]
+    assert "".join(second.logs("ns/ab")).strip() == "c"

@@ -103,6 +103,10 @@ class LocalRuntime:
         # MultiKueue worker's CPU with 600 pods running.
         self._shown: dict[str, WorkloadRun] = {}
         self._stale: set[str] = set()
+        # The pods of each run that ended under this runtime, by workload: the names of its log
+        # files, so that deleting it removes them by name instead of reading the namespace's
+        # whole log directory (1.2 ms at 5,000 logs, for every deletion).
+        self._ended: dict[str, list[str]] = {}
 
     # -- the Runtime protocol ------------------------------------------------------------------
 
@@ -285,7 +289,7 @@ class LocalRuntime:
         """Delete a finished workload's records and logs (the engine deleted the workload)."""
         if key in self._runs:
             raise AlreadyRunning(f"Workload {key}: still has pods; stop it first")
-        self._dir.remove_workload(key)
+        self._dir.remove_workload(key, self._ended.pop(key, None))
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -437,6 +441,7 @@ class LocalRuntime:
         else:  # finished for good: nothing reads its record again, and it would hold memory
             self._dir.remove_records(run.key)
         del self._runs[run.key]
+        self._ended[run.key] = list(wl.pods)
         self._stale.add(run.key)
         self._emit(kind, run.key, message=f"exit codes {codes}, {wl.failures} failure(s)")
 

@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,9 +223,10 @@ class RuntimeDir:
     def remove_records(self, key: str) -> None:
         _remove_tree(self.records_dir(key))
 
-    def remove_workload(self, key: str) -> None:
-        """Its records and its files."""
-        for pod in self.logged_pods(key):
+    def remove_workload(self, key: str, pods: Sequence[str] | None = None) -> None:
+        """Its records and its files. ``pods``: the names of its pods' logs where the caller
+        knows them; else they are read from its namespace's log directory."""
+        for pod in self.logged_pods(key) if pods is None else pods:
             self.log_path(key, pod).unlink(missing_ok=True)
         for base in dict.fromkeys((self.records_dir(key), self.workload_dir(key))):
             _remove_tree(base)
