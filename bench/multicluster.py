@@ -40,7 +40,7 @@ per pod beside the worker's own, not in any figure above (like the pods, the lau
 worker's child, counted only once reaped, after the run) but in the load average, printed too.
 
 Usage: python bench/multicluster.py [--jobs N] [--rate R] [--keep DIR] [--worker-runtime none]
-                                   [--generator auto|wrk|processes]
+                                   [--generator auto|wrk|processes] [--cpus spread|none]
 """
 
 from __future__ import annotations
@@ -96,6 +96,28 @@ def _queues(check: bool) -> list[dict[str, Any]]:
                  "metadata": {"name": "user-queue", "namespace": "default"},
                  "spec": {"clusterQueue": "cluster-queue"}})  # fmt: skip
     return docs
+
+
+def _layout(mode: str) -> list[tuple[str, ...]]:
+    """Each server's ``--cpus`` (hub, w1, w2, w3): with ``spread``, one CPU each, in turn over
+    the CPUs this process may use (on 2 CPUs: the hub and w2 on the first, w1 and w3 on the
+    second), as an operator gives each daemon of a small control plane its own core; nothing
+    with ``none``. Pods, the load generator and this process are never bound."""
+    if mode == "none" or not hasattr(os, "sched_getaffinity"):
+        return [()] * 4
+    cpus = sorted(os.sched_getaffinity(0))
+    return [("--cpus", str(cpus[i % len(cpus)])) for i in range(4)]
+
+
+def _describe_layout(layout: list[tuple[str, ...]]) -> str:
+    if not any(layout):
+        return "server threads: wherever the kernel puts them (--cpus none)"
+    names = ("hub", "w1", "w2", "w3")
+    return (
+        "server threads: "
+        + ", ".join(f"{n} on CPU {extra[1]}" for n, extra in zip(names, layout, strict=True))
+        + " (gpuaas server --cpus; pods and the load generator on any)"
+    )
 
 
 def _post_all(c: httpx.Client, docs: list[dict[str, Any]]) -> None:
@@ -181,14 +203,25 @@ def main() -> None:
     ap.add_argument(
         "--rate", type=float, default=0.0, help="post open-loop at R Jobs/s (default: a burst)"
     )
+    ap.add_argument(
+        "--cpus",
+        choices=("spread", "none"),
+        default="spread",
+        help="spread: each server's threads on one CPU, in turn (gpuaas server --cpus); "
+        "none: wherever the kernel puts them",
+    )
     args = ap.parse_args()
     speed = python_speed()  # before any server starts: the machine as the bench found it
     use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
     disk = disk_speed(base)  # where the servers' data directories and the pods' logs go
-    hub = ServerProcess(base / "hub")
+    layout = _layout(args.cpus)
+    hub = ServerProcess(base / "hub", extra=layout[0])
     workers = [
-        ServerProcess(base / f"w{i}", extra=("--runtime", args.worker_runtime, "--fake-gpus", "0"))
+        ServerProcess(
+            base / f"w{i}",
+            extra=("--runtime", args.worker_runtime, "--fake-gpus", "0", *layout[i]),
+        )
         for i in (1, 2, 3)
     ]
     created: dict[str, float] = {}
@@ -323,6 +356,7 @@ def main() -> None:
               f"8 clients ({gen}), {offered}")  # fmt: skip
         print(f"  {speed}")
         print(f"  {disk}")
+        print(f"  {_describe_layout(layout)}")
         span = max(t_created - t0, 1e-9)
         print(f"  created on the hub in {span:.2f} s ({args.jobs / span:.0f}/s, "
               f"{load.errors} errors)")  # fmt: skip

@@ -28,7 +28,7 @@ import yaml
 from fastapi import FastAPI
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from gpuaas import gc_policy
+from gpuaas import cpus, gc_policy
 from gpuaas.api import fast_paths
 from gpuaas.api.app import create_app
 from gpuaas.api.body import DEFAULT_MAX_BODY
@@ -92,6 +92,7 @@ class ServerOptions:
     worker_lost_timeout: float = 900.0  # Kueue's multiKueue.workerLostTimeout (15 min)
     multikueue_dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
     multikueue_origin: str = "multikueue"  # the origin label's value on this hub's copies
+    cpus: str | None = None  # --cpus: the server's own threads on these CPUs (``gpuaas.cpus``)
 
     @property
     def store_url(self) -> str:
@@ -324,6 +325,14 @@ def ensure_namespaces(engine: Engine) -> None:
 def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
     """Build a server, serve it until SIGTERM or Ctrl-C, then close it. Raises ``ServerError``."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if options.cpus is not None:  # before build starts any thread: threads inherit it
+        try:
+            own = cpus.parse(options.cpus)
+            cpus.pin(own)
+        except (cpus.CpuListError, OSError) as exc:
+            raise ServerError(f"--cpus {exc}") from exc
+        pods = cpus.describe(cpus.for_children() or frozenset())
+        say(f"server threads on CPU {cpus.describe(own)}; its pods on CPU {pods}")
     server = build(options, say)
     gc_policy.apply()  # after the store is loaded: the collector never walks it again
     scheme = "https" if options.tls_cert else "http"

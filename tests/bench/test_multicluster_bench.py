@@ -4,12 +4,14 @@ machine's busy CPU per workload, where the pods' and the kernel's share shows)."
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "multicluster.py"
+SERVERS = ("hub", "w1", "w2", "w3")
 
 
 def test_multicluster_bench_admits_every_job_and_prints_its_figures(tmp_path: Path) -> None:
@@ -31,3 +33,10 @@ def test_multicluster_bench_admits_every_job_and_prints_its_figures(tmp_path: Pa
     disk = re.search(r"disk: a new file in (\S+) costs ([0-9.]+) ms of CPU", out)
     assert disk is not None and disk.group(1) == str(tmp_path), out
     assert re.search(r"of which kernel threads [0-9.]+ s \(", out), out
+    # each server on one CPU in turn (--cpus spread, the default), and said so
+    cpus = sorted(os.sched_getaffinity(0))
+    layout = ", ".join(f"{n} on CPU {cpus[i % len(cpus)]}" for i, n in enumerate(SERVERS))
+    assert f"server threads: {layout} (gpuaas server --cpus;" in out, out
+    for name in SERVERS:  # and each server said it when it started
+        log = next((tmp_path / name).glob("server-*.log")).read_text()
+        assert "server threads on CPU " in log, log

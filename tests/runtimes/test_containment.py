@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -184,3 +185,26 @@ def test_one_pass_over_proc_finds_what_a_pass_per_pod_finds(tmp_path: Path) -> N
         for _, spawned in pods:
             os.killpg(spawned.pgid, 9)
             os.waitpid(spawned.pid, 0)
+
+
+@pytest.mark.parametrize(("cpus", "code"), [("first", 0), ("4096", 126), ("x", 126)])
+def test_pod_init_gives_its_command_the_cpus_it_was_told(
+    tmp_path: Path, cpus: str, code: int
+) -> None:
+    """CPUS is how a server whose own threads ``--cpus`` bound hands its pods every CPU it had:
+    pod_init takes them before it runs the command; CPUs it cannot take are its exit 126 and a
+    line in the pod's log, never a command run elsewhere."""
+    allowed = sorted(os.sched_getaffinity(0))
+    wanted = str(allowed[0]) if cpus == "first" else cpus
+    log, exit_path = tmp_path / "log", tmp_path / "exit"
+    command = ["sh", "-c", "grep Cpus_allowed_list /proc/self/status"]
+    argv = [sys.executable, "-I", "-S", procs.POD_INIT, "", wanted, str(exit_path), "", *command]
+    with log.open("wb") as out:
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=30, check=False)
+    assert done.returncode == code
+    assert procs.read_exit_code(exit_path) == code
+    text = log.read_text()
+    if code == 0:
+        assert text.split() == ["Cpus_allowed_list:", wanted]
+    else:
+        assert f"cannot run on CPUs {wanted}" in text and "Cpus_allowed_list" not in text

@@ -133,7 +133,7 @@ def test_a_launcher_that_cannot_open_the_log_says_why(make_runtime: MakeRuntime)
     runtime = make_runtime()
     launcher = _launcher(runtime)
     try:
-        launcher.spawn("pod-x", Path("/nonexistent/dir/x.log"), {}, ["", "", "", "true"])
+        launcher.spawn("pod-x", Path("/nonexistent/dir/x.log"), {}, ["", "", "", "", "true"])
     except OSError as exc:
         assert "cannot open log /nonexistent/dir/x.log" in str(exc)
     else:
@@ -169,7 +169,7 @@ def test_a_pods_arguments_and_environment_reach_its_command_exactly(
         "pod-args",
         log,
         env,
-        ["", str(exit_file), "", sys.executable, "-I", "-S", "-c", script, *args],
+        ["", "", str(exit_file), "", sys.executable, "-I", "-S", "-c", script, *args],
     )
     deadline = time.monotonic() + 10
     while not exit_file.exists():

@@ -133,6 +133,18 @@ def serve(
             "(managers sharing workers need different ones).",
         ),
     ] = "multikueue",
+    cpus: Annotated[
+        str | None,
+        typer.Option(
+            "--cpus",
+            envvar="GPUAAS_CPUS",
+            metavar="LIST",
+            help="Run the server's own threads on these CPUs only (taskset -c's list: 0, 0-3, "
+            "0,2). Its Python runs on one core at a time, and threads spread over the machine "
+            "pay a cross-CPU wake-up per hand-off; the pods it starts keep every CPU it had. "
+            "Linux only. Default: wherever the kernel puts them.",
+        ),
+    ] = None,
 ) -> None:
     """Run the gpuaas API server."""
     options = ServerOptions(
@@ -156,6 +168,7 @@ def serve(
         worker_lost_timeout=worker_lost_timeout,
         multikueue_dispatcher=dispatcher,
         multikueue_origin=origin,
+        cpus=cpus,
     )
     try:
         run(options, say=typer.echo)

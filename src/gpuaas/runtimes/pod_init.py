@@ -1,11 +1,12 @@
 """A pod's first process: a child subreaper that keeps everything the pod starts inside it.
 
-The local runtime starts every pod as ``python -I -S pod_init.py CGROUP EXITFILE WORKDIR
+The local runtime starts every pod as ``python -I -S pod_init.py CGROUP CPUS EXITFILE WORKDIR
 COMMAND...`` (by path, so no package is imported). It marks itself a child subreaper
 (``prctl(PR_SET_CHILD_SUBREAPER)``), so a process the pod starts stays its descendant whatever that
 process does: ``setsid``, a new process group, ``env -i`` or a double fork only reparent an orphan
-to this process, never to PID 1. It joins the pod's cgroup (CGROUP, "" for none) and enters its
-working directory (WORKDIR, "" to stay), then runs COMMAND (found on ``PATH``, as a container
+to this process, never to PID 1. It joins the pod's cgroup (CGROUP, "" for none), takes the CPUs
+CPUS (numbers joined by commas: those of a server whose own threads ``--cpus`` bound to fewer, ""
+to keep its own) and enters its working directory (WORKDIR, "" to stay), then runs COMMAND (found on ``PATH``, as a container
 runtime does) as its child, with SIGPIPE and SIGXFSZ back at their defaults (Python ignores both,
 and an ignored signal stays ignored across exec), and:
 
@@ -172,14 +173,19 @@ def _record(exit_path: str, code: int) -> int:
     return code
 
 
-def _prepare(cgroup: str, workdir: str) -> str:
-    """Join the pod's cgroup and enter its working directory; the problem, or ''."""
+def _prepare(cgroup: str, cpus: str, workdir: str) -> str:
+    """Join the pod's cgroup, take its CPUs and enter its working directory; the problem, or ''."""
     if cgroup:
         try:
             with open(os.path.join(cgroup, "cgroup.procs"), "w", encoding="ascii") as fh:
                 fh.write(str(os.getpid()))
         except OSError as exc:
             return f"cannot join cgroup {cgroup}: {exc.strerror or exc}"
+    if cpus:
+        try:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        except (OSError, ValueError) as exc:
+            return f"cannot run on CPUs {cpus}: {exc}"
     if workdir:
         try:
             os.chdir(workdir)
@@ -203,12 +209,12 @@ def _use_path(env: dict[str, str]) -> None:
 def main(argv: list[str], env: dict[str, str] | None = None) -> int:
     """Run the pod; its exit code. ``env`` is the pod's environment where it is not this
     process's own (a leader forked by ``pod_launcher``)."""
-    if len(argv) < 4:
-        print("pod_init: usage: pod_init CGROUP EXITFILE WORKDIR COMMAND...", file=sys.stderr)
+    if len(argv) < 5:
+        print("pod_init: usage: pod_init CGROUP CPUS EXITFILE WORKDIR COMMAND...", file=sys.stderr)
         return 127
-    cgroup, exit_path, workdir, command = argv[0], argv[1], argv[2], argv[3:]
+    cgroup, cpus, exit_path, workdir, command = argv[0], argv[1], argv[2], argv[3], argv[4:]
     become_subreaper()
-    problem = _prepare(cgroup, workdir)
+    problem = _prepare(cgroup, cpus, workdir)
     if problem:
         print(problem, file=sys.stderr, flush=True)
         return _record(exit_path, 126)

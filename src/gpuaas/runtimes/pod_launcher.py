@@ -17,7 +17,7 @@ environment.
 
 Protocol, one line each way per message. The runtime writes ``ID NAME LOG ENV ARGV``: ID in
 decimal, then each field's bytes in hex (ENV its ``KEY=VALUE`` items and ARGV, ``pod_init``'s
-CGROUP EXITFILE WORKDIR COMMAND..., each joined by NUL, which no C string holds); the launcher
+CGROUP CPUS EXITFILE WORKDIR COMMAND..., each joined by NUL, which no C string holds); the launcher
 answers ``s ID PID TICKS`` (the leader's pid and start time in clock ticks since boot, as in
 ``/proc/PID/stat``) or ``e ID MESSAGE`` when it could not start one (the log cannot be opened,
 fork failed), and writes ``x PID CODE`` when it has reaped a leader (CODE as a shell says it,

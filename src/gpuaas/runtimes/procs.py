@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from gpuaas import cpus
 from gpuaas.runtimes import pod_init
 
 POD_UID_ENV = "GPUAAS_POD_UID"
@@ -90,8 +91,9 @@ def spawn(
 def init_args(
     argv: list[str], exit_path: Path, working_dir: str | None, cgroup_dir: Path | None
 ) -> list[str]:
-    """``pod_init``'s arguments: CGROUP EXITFILE WORKDIR COMMAND..."""
-    return [str(cgroup_dir or ""), str(exit_path), working_dir or "", *argv]
+    """``pod_init``'s arguments: CGROUP CPUS EXITFILE WORKDIR COMMAND... (CPUS: those the server
+    had before ``--cpus`` pinned it, for the pod to take back; "" where it was not pinned)."""
+    return [str(cgroup_dir or ""), cpus.child_arg(), str(exit_path), working_dir or "", *argv]
 
 
 def forget_exit(exit_path: Path) -> None:

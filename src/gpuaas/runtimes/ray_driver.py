@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from gpuaas import cpus
 from gpuaas.core.objects import Taint
 from gpuaas.runtimes.base import (
     DEFAULT_BACKOFF_LIMIT,
@@ -327,7 +329,9 @@ def _launch(args: tuple[Any, ...]) -> tuple[Connection, Any, str]:
     ours_sock, theirs_sock = socket.socketpair()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(theirs_sock.fileno())],
+            # The CPUs the server had before ``--cpus`` bound its own threads: the driver (and
+            # a Ray cluster it starts) is the workloads', not the server's (``gpuaas.cpus``).
+            [sys.executable, "-m", __name__, str(theirs_sock.fileno()), cpus.child_arg()],
             pass_fds=(theirs_sock.fileno(),),
             stdin=subprocess.DEVNULL,
             # Its own session: a stop signal to the server's group is the server's to handle (it
@@ -428,6 +432,8 @@ def _child(fd: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[2]:  # before anything starts a thread
+        os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
     _child(int(sys.argv[1]))
 
 
