@@ -25,7 +25,7 @@ def test_a_call_returns_its_result_and_raises_its_exception_where_awaited() -> N
 def test_calls_awaited_together_run_together() -> None:
     # Each call blocks until all of them run (as writes wait for one group commit): calls run
     # one after another would never pass the barrier.
-    parties = 24
+    parties = write_workers.MAX_WORKERS
     barrier = threading.Barrier(parties, timeout=20)
 
     async def main() -> list[int]:
@@ -124,3 +124,34 @@ def test_in_flight_counts_the_calls_handed_over_and_not_yet_returned() -> None:
 
     asyncio.run(main())
     assert seen == [parties, 0]
+
+
+def test_in_flight_leaves_out_calls_that_wait_for_a_free_worker() -> None:
+    # A call queued behind MAX_WORKERS busy ones cannot submit a write before one of them
+    # returns: a group commit that counted it would linger for company that cannot come.
+    workers, extra = write_workers.MAX_WORKERS, 3
+    running = threading.Semaphore(0)
+    release = threading.Event()
+
+    def call() -> None:
+        running.release()
+        release.wait(20)
+
+    def look() -> int:
+        for _ in range(workers):
+            assert running.acquire(timeout=20), "fewer calls ran than there are workers"
+        assert not running.acquire(timeout=0.1)  # the extra ones wait for a worker
+        count = write_workers.in_flight()
+        release.set()
+        return count
+
+    async def main() -> int:
+        deadline = time.monotonic() + 30  # earlier tests' calls done
+        while write_workers.in_flight() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        calls = asyncio.gather(*(write_workers.offload(call) for _ in range(workers + extra)))
+        seen = await asyncio.to_thread(look)
+        await calls
+        return seen
+
+    assert asyncio.run(main()) == workers

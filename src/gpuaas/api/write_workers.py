@@ -17,9 +17,18 @@ all (``Engine.create_many``), made on one worker, whose answers come back in one
 server's GIL time in the hand-offs between the loop and one thread per create (waking a worker,
 its wait for the commit, its wake-up, its call back to the loop).
 
-``in_flight`` counts the calls handed over and not yet returned: the group commit lingers for
-the writes of the others while more are in flight than its batch holds writes somebody waits
-for (``store.groupcommit``); a lone client's write never waits for company that cannot come.
+``in_flight`` counts the calls a worker is running (handed over, taken, not yet returned): the
+group commit lingers for the writes of the others while more are running than its batch holds
+writes somebody waits for (``store.groupcommit``); a lone client's write never waits for company
+that cannot come, and neither does a batch whose workers are all waiting for it while more
+calls wait for a free worker (those cannot submit before this commit frees one: counting them
+made such a batch linger its whole 2 ms).
+
+Eight workers, not 64: creates come batched per loop step (``offload_many``), so a few calls
+carry a commit's worth of writes, and every worker more is a thread that wakes, takes the GIL
+and waits on the commit. With each server's threads on one CPU (``gpuaas server --cpus``),
+``bench/multicluster.py`` ran 143-147 workloads/s with 8 (and 4 or 16) against 135-136 with 64;
+``bench/api.py``'s 32 clients made 2,053-2,085 creates/s with 8 against 2,059-2,107 with 64.
 
 Nothing here knows what the calls do; a cancelled await does not stop a call already begun
 (as with ``run_in_executor``).
@@ -35,7 +44,7 @@ from collections.abc import Callable, Hashable, Sequence
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
-MAX_WORKERS = 64
+MAX_WORKERS = 8
 _T = TypeVar("_T")
 Many = Callable[[list[Any]], Sequence[Any]]  # items -> one answer each (an exception: raised)
 # per loop, the calls of ``offload_many`` made in its current step: key -> (fn, items, futures)
@@ -83,9 +92,10 @@ def _flush(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def in_flight() -> int:
-    """How many calls are queued or running now (a call counts until its worker is free again,
-    a moment after its answer was handed back)."""
-    return _in_flight
+    """How many calls workers are running now: those queued or running, but no more than there
+    are workers (a call counts until its worker is free again, a moment after its answer was
+    handed back)."""
+    return min(_in_flight, _started)
 
 
 def _ensure_worker() -> None:
