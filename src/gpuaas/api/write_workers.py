@@ -2,7 +2,8 @@
 
 A create or delete on the fast paths (``api.fast_paths``) calls the engine, which returns once
 the write is durable: it waits for its group commit, so it runs on a thread of its own, and
-there are as many threads (``MAX_WORKERS``) as requests one commit should be able to batch.
+as many calls as there are threads (``MAX_WORKERS``) share one commit (a call of
+``offload_many`` carries every create of a loop step; a delete is a call of its own).
 asyncio's ``run_in_executor`` wraps each call in a ``concurrent.futures`` future chained to an
 asyncio one (locks, a condition, callbacks both ways) and ``ThreadPoolExecutor.submit`` checks
 an idle semaphore written in Python: together a few percent of the server's GIL time per create

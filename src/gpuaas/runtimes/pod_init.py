@@ -6,9 +6,9 @@ COMMAND...`` (by path, so no package is imported). It marks itself a child subre
 process does: ``setsid``, a new process group, ``env -i`` or a double fork only reparent an orphan
 to this process, never to PID 1. It joins the pod's cgroup (CGROUP, "" for none), takes the CPUs
 CPUS (numbers joined by commas: those of a server whose own threads ``--cpus`` bound to fewer, ""
-to keep its own) and enters its working directory (WORKDIR, "" to stay), then runs COMMAND (found on ``PATH``, as a container
-runtime does) as its child, with SIGPIPE and SIGXFSZ back at their defaults (Python ignores both,
-and an ignored signal stays ignored across exec), and:
+to keep its own) and enters its working directory (WORKDIR, "" to stay), then runs COMMAND
+(found on ``PATH``, as a container runtime does) as its child, with SIGPIPE and SIGXFSZ back at
+their defaults (Python ignores both, and an ignored signal stays ignored across exec), and:
 
 - on SIGTERM, SIGINT or SIGHUP (the runtime signals the pod's process group), passes the signal on
   to every descendant that left that group, so the command sees it once, exactly as before, and

@@ -11,8 +11,9 @@ Work that must follow a commit (the engine compacts the records just stored) run
 
 A batch lingers (waits up to ``linger`` for more writes) while it wants company: while it holds
 no write somebody waits for (``submit(..., waiting=False)``: the statuses the scheduler thread
-decided, a tick's), or while ``siblings`` (the server's count of write calls in flight) says more
-writers are at work than the batch holds waited writes, so one of them is about to submit. A
+decided, a tick's), or while ``siblings`` (the server's count of write calls its workers are
+running) says more writers are at work than the batch holds waited writes, so one of them is
+about to submit. A
 lone client's write is committed at once; concurrent writes share one transaction and one fsync.
 On a MultiKueue worker the copies' creates, admissions and deletes were committed apart: 2,400
 commits per 1,000 workloads, each a wake-up of this thread, an fsync and a watch hand-off.
@@ -100,7 +101,7 @@ class GroupCommitter:
         self.store = store
         self.max_batch = max_batch
         self.linger = linger
-        # How many writers are at work (queued or running write calls), or None: not known.
+        # How many writers are at work (write calls being run), or None: not known.
         self.siblings: Callable[[], int] | None = None
         # Runs on the writer thread with each batch's writes once they are stored, before its
         # callers are answered: answered first, they would wait for the GIL behind it.
