@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -170,3 +173,25 @@ def test_a_cpu_the_server_may_not_use_is_refused_before_it_starts(tmp_path: Path
     assert f"--cpus '{beyond}': CPU {beyond} is not one this process may run on" in log
     assert "Traceback" not in log
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # refused before the store opened
+
+
+@needs_two
+def test_the_ray_driver_takes_the_cpus_it_is_given_before_anything_else() -> None:
+    """A pinned server's Ray driver (``python -m gpuaas.runtimes.ray_driver FD CPUS``) runs on
+    every CPU the server had, and so does any Ray cluster it starts: it takes them first thing,
+    before it reads its arguments (here: none come, it waits, then ends with the connection)."""
+    ours, theirs = socket.socketpair()
+    wanted = str(ALLOWED[0])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuaas.runtimes.ray_driver", str(theirs.fileno()), wanted],
+        pass_fds=(theirs.fileno(),),
+    )
+    theirs.close()
+    try:
+        deadline = time.monotonic() + 20
+        while _allowed(proc.pid) != wanted:
+            assert proc.poll() is None and time.monotonic() < deadline, _allowed(proc.pid)
+            time.sleep(0.02)
+    finally:
+        ours.close()  # end of its input: it ends
+        assert proc.wait(timeout=20) == 0
