@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 
 _before: frozenset[int] | None = None  # the CPUs this process had before pin(); None: unpinned
+_arg = ""  # _before as a child's argument, written once by pin() (every pod's start reads it)
 
 
 class CpuListError(ValueError):
@@ -85,9 +86,10 @@ def describe(cpus: frozenset[int] | set[int]) -> str:
 def pin(cpus: frozenset[int]) -> None:
     """Run this process (the calling thread, and every thread it starts from now on) on
     ``cpus``; remember the CPUs it had for its children (``for_children``)."""
-    global _before
+    global _before, _arg
     if _before is None:
         _before = frozenset(os.sched_getaffinity(0))
+        _arg = ",".join(map(str, sorted(_before)))
     os.sched_setaffinity(0, cpus)
 
 
@@ -99,4 +101,4 @@ def for_children() -> frozenset[int] | None:
 
 def child_arg() -> str:
     """``for_children`` as a child's argument: CPU numbers joined by commas, "" for none."""
-    return ",".join(map(str, sorted(_before))) if _before is not None else ""
+    return _arg
