@@ -36,7 +36,13 @@ class CpuListError(ValueError):
 
 def parse(text: str) -> frozenset[int]:
     """A CPU list in ``taskset -c``'s syntax (``0``, ``0-3``, ``0,2-3``), checked against the
-    CPUs this process may run on."""
+    CPUs this process may run on (a range past the last of them is refused before it is
+    expanded: ``0-99999999999`` must not build a set of that size)."""
+    allowed = available()
+    if allowed is None:
+        raise CpuListError("this system cannot bind a process to CPUs (no sched_setaffinity)")
+    may = f"(it may use {describe(allowed)})"
+    top = max(allowed)
     cpus: set[int] = set()
     for part in text.split(","):
         first, dash, last = part.strip().partition("-")
@@ -49,15 +55,15 @@ def parse(text: str) -> frozenset[int]:
             ) from None
         if low < 0 or high < low:
             raise CpuListError(f"{text!r}: {part.strip()!r} is not a range of CPU numbers")
+        if high > top:
+            out = max(low, top + 1)
+            named = str(out) if out == high else f"{out}-{high}"
+            raise CpuListError(f"{text!r}: CPU {named} is not one this process may run on {may}")
         cpus.update(range(low, high + 1))
-    allowed = available()
-    if allowed is None:
-        raise CpuListError("this system cannot bind a process to CPUs (no sched_setaffinity)")
-    outside = sorted(cpus - allowed)
+    outside = cpus - allowed
     if outside:
         raise CpuListError(
-            f"{text!r}: CPU {', '.join(map(str, outside))} is not one this process may run on "
-            f"(it may use {describe(allowed)})"
+            f"{text!r}: CPU {describe(outside)} is not one this process may run on {may}"
         )
     return frozenset(cpus)
 

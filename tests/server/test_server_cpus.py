@@ -55,6 +55,7 @@ def test_a_list_in_tasksets_syntax_names_those_cpus(text: str, expected: list[in
         ("3-1", "'3-1' is not a range"),
         ("-1", "'-1' is not a CPU number"),
         ("{beyond}", "CPU {beyond} is not one this process may run on"),
+        ("0-99999999999", "CPU {beyond}-99999999999 is not one this process may run on"),
     ],
 )
 def test_a_list_that_cannot_be_used_says_which_part_and_why(text: str, says: str) -> None:
