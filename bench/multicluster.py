@@ -214,6 +214,7 @@ def main() -> None:
     speed = python_speed()  # before any server starts: the machine as the bench found it
     use_wrk = args.generator == "wrk" or (args.generator == "auto" and shutil.which("wrk"))
     base = args.keep or Path(tempfile.mkdtemp(prefix="gpuaas-mk-bench-"))
+    base.mkdir(parents=True, exist_ok=True)  # --keep may name a directory not made yet
     disk = disk_speed(base)  # where the servers' data directories and the pods' logs go
     layout = _layout(args.cpus)
     hub = ServerProcess(base / "hub", extra=layout[0])

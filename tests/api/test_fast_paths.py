@@ -324,3 +324,43 @@ def test_an_unexpected_error_is_the_apps_500_through_either_path(
 
     with pytest.raises(RuntimeError, match="disk on fire"):
         asyncio.run(raised(fast))
+
+
+def test_deletes_of_one_loop_step_are_one_engine_call_with_an_answer_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent DELETEs (a MultiKueue hub removing the copies its workers did not win) reach
+    the engine together, as ``delete_many``, and each still gets its own answer: the deleted
+    object, or 404 for one that is missing or was deleted by an earlier item of the same call."""
+    server = build(ServerOptions(data_dir=tmp_path / "d", runtime="none"), say=lambda _: None)
+    calls: list[list[tuple[str | None, str]]] = []
+    delete_many = server.engine.delete_many
+
+    def recording(kind: Any, items: Any) -> Any:
+        calls.append(list(items))
+        return delete_many(kind, items)
+
+    monkeypatch.setattr(server.engine, "delete_many", recording)
+    names = ["w1", "w2", "nope", "w3", "w1"]
+
+    async def run() -> list[tuple[int, str]]:
+        app = fast_paths.outermost(server.app, _NoDeleteReachesTheRouter(server.app))
+        auth = {"Authorization": f"Bearer {server.admin_token_path.read_text().strip()}"}
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            for n in ("w1", "w2", "w3"):
+                made = await c.post(WORKLOADS, json=workload(n), headers=auth)
+                assert made.status_code == 201, made.text
+            answers = await asyncio.gather(
+                *(c.delete(f"{WORKLOADS}/{n}", headers=auth) for n in names)
+            )
+            left = (await c.get(WORKLOADS, headers=auth)).json()["items"]
+            assert left == []
+        return [(r.status_code, r.json().get("metadata", {}).get("name", "")) for r in answers]
+
+    try:
+        got = asyncio.run(run())
+    finally:
+        server.close()
+    assert got == [(200, "w1"), (200, "w2"), (404, ""), (200, "w3"), (404, "")]
+    assert [n for _, n in calls[0]] == names and len(calls) == 1

@@ -317,9 +317,15 @@ def _register(router: APIRouter, kind: Kind, version: str, fast: fast_paths.Path
         engine, p = await who(request)
         authorize(p, kind, namespace, name, "delete")
         dry = dry_run(request) or await _delete_options_dry_run(request)
-        do = engine.preview_delete if dry else engine.delete
         try:
-            out = await write_workers.offload(do, kind, namespace, name)
+            if dry:
+                out = await write_workers.offload(engine.preview_delete, kind, namespace, name)
+            else:  # the deletes of one loop step, as one call (``Engine.delete_many``)
+                out = await write_workers.offload_many(
+                    lambda items: engine.delete_many(kind, items),
+                    ("delete", engine, kind),
+                    (namespace, name),
+                )
         except NotFound as exc:
             raise not_found(kind, name) from exc
         return FastJSONResponse(shape(out))

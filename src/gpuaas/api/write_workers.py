@@ -3,7 +3,7 @@
 A create or delete on the fast paths (``api.fast_paths``) calls the engine, which returns once
 the write is durable: it waits for its group commit, so it runs on a thread of its own, and
 as many calls as there are threads (``MAX_WORKERS``) share one commit (a call of
-``offload_many`` carries every create of a loop step; a delete is a call of its own).
+``offload_many`` carries every create, or every delete, of one kind in a loop step).
 asyncio's ``run_in_executor`` wraps each call in a ``concurrent.futures`` future chained to an
 asyncio one (locks, a condition, callbacks both ways) and ``ThreadPoolExecutor.submit`` checks
 an idle semaphore written in Python: together a few percent of the server's GIL time per create
@@ -11,7 +11,7 @@ in ``bench/api.py``'s profile. Here a call is one tuple on a queue, and its resu
 ``call_soon_threadsafe`` that sets the awaited future, with the same outcome: ``fn``'s result
 or its exception, raised where it is awaited.
 
-``offload_many`` goes further for calls that come in numbers (creates): the items offloaded
+``offload_many`` goes further for calls that come in numbers (creates, deletes): the items offloaded
 under one key during one step of the event loop become one call of a function that takes them
 all (``Engine.create_many``), made on one worker, whose answers come back in one
 ``call_soon_threadsafe``. A profile of ``bench/api.py`` at 32 clients put a third of the

@@ -4,11 +4,19 @@
 everything in it; a Job with its Workload) and settles what that frees in the same batch; one with
 finalizers only gets its deletionTimestamp (``engine.finalizers``), and goes when the last one is
 removed. What a deletion frees is decided by the core's ``delete``, never here.
+
+``delete_many`` makes the deletes of several objects of one kind from one thread, as
+``create_many`` does for creates: the server hands it the DELETEs that arrive in one event-loop
+step (``api.write_workers.offload_many``). Those without finalizers share one settle and one
+commit, as deletes that reach Kueue between two of its scheduling cycles are seen together by
+the next one. A MultiKueue hub removes the copies its workers did not win that way (two per
+workload on three workers), each on its own connection at once: one at a time, each delete ran
+its own scheduling cycle, gathered the statuses, submitted its commit and woke its own thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
@@ -85,6 +93,62 @@ class Deletion:
             current = self.objects.get(key)
             return current.doc if current is not None else shown
 
+    def delete_many(
+        self, kind: Kind, items: Sequence[tuple[str | None, str]]
+    ) -> list[JsonDoc | Exception]:
+        """``delete(kind, namespace, name)`` for each item, in order, waited for together: each
+        answer, or what its delete raised. Namespaces (whose delete takes everything in them) are
+        deleted one by one."""
+        if kind is NAMESPACE or len(items) == 1:
+            return [_answer(self.delete, kind, namespace, name) for namespace, name in items]
+        out: list[JsonDoc | Exception | None] = [None] * len(items)
+        gone: list[tuple[int, ObjectKey, JsonDoc]] = []  # removed: answered once stored
+        commits: list[tuple[Ack, list[int]]] = []  # each commit and the deletes it carries
+        with self._lock:
+            self._reload_if_failed()
+            now = self.clock()
+            batch, carried = self._new_batch(), list[int]()
+            for i, (namespace, name) in enumerate(items):
+                try:
+                    key = self.key_of(kind, namespace, name)
+                    old = self._existing_unowned(kind, namespace, name, key, "delete")
+                except Exception as exc:  # that delete's answer; the others go on
+                    out[i] = exc
+                    continue
+                shown = old.doc  # decoded once (each read of a record's doc decodes it anew)
+                if finalizers.terminating(shown):
+                    out[i] = shown
+                elif finalizers.finalizers_of(shown):
+                    # Committed on its own, after what was removed before it: resourceVersions
+                    # reach the store and the watches in the order they were given.
+                    if carried:
+                        self._settle(now, batch)
+                        commits.append((self._commit(batch), carried))
+                        batch, carried = self._new_batch(), []
+                    out[i], ack = self._mark_deleted(kind, old, now, self._new_batch())
+                    commits.append((ack, [i]))
+                else:
+                    self._delete_one(batch, key, now, shown)  # not decoded again
+                    gone.append((i, key, shown))
+                    carried.append(i)
+            if carried:
+                self._settle(now, batch)
+                commits.append((self._commit(batch), carried))
+        for ack, carried in commits:
+            try:
+                self._wait(ack)
+            except Exception as exc:  # not stored: each delete it carried says so
+                for i in carried:
+                    out[i] = exc
+        with self._lock:
+            for i, key, shown in gone:
+                if out[i] is None:
+                    current = self.objects.get(key)
+                    out[i] = current.doc if current is not None else shown
+        answers = [o for o in out if o is not None]
+        assert len(answers) == len(items), "a delete without an answer"
+        return answers
+
     def _delete_one(
         self, batch: _Batch, key: ObjectKey, now: float, doc: JsonDoc | None = None
     ) -> None:
@@ -105,3 +169,12 @@ class Deletion:
     def _is_owned(self, key: ObjectKey) -> bool:
         rec = self.objects.get(key)
         return rec is not None and bool(rec.internal.get("owner"))
+
+
+def _answer(
+    delete: Callable[[Kind, str | None, str], JsonDoc], kind: Kind, namespace: str | None, name: str
+) -> JsonDoc | Exception:
+    try:
+        return delete(kind, namespace, name)
+    except Exception as exc:
+        return exc
