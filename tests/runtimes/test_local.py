@@ -307,3 +307,20 @@ def test_running_hands_out_snapshots_that_later_changes_leave_alone(
     third = runtime.running()
     assert third["ns/a"].stopping and not second["ns/a"].stopping
     assert list(second) == ["ns/a", "ns/b"]
+
+
+def test_run_of_says_what_running_says_without_a_snapshot(runtime: LocalRuntime) -> None:
+    """``run_of(key)`` is ``running().get(key)`` in every state, also while the snapshot is
+    behind (read from the run itself then, and the snapshot is left to be rebuilt later)."""
+    assert runtime.run_of("ns/a") is None
+    runtime.start("ns/a", [sh("sleep 30", name="a-0")])
+    behind = runtime.run_of("ns/a")  # before anyone asked running(): the snapshot is stale
+    assert behind is not None and [p.name for p in behind.pods] == ["a-0"]
+    assert behind == runtime.running()["ns/a"]
+    runtime.start("ns/b", [sh("sleep 30", name="b-0")])
+    runtime.stop("ns/a", grace_seconds=30)
+    a, b = runtime.run_of("ns/a"), runtime.run_of("ns/b")
+    assert a is not None and a.stopping and b is not None and not b.stopping
+    assert (a, b) == (runtime.running()["ns/a"], runtime.running()["ns/b"])
+    assert runtime.run_of("ns/b") is runtime.running()["ns/b"]  # caught up: the snapshot's
+    assert runtime.run_of("ns/nope") is None

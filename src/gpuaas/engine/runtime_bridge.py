@@ -140,7 +140,6 @@ class RuntimeBridge:
         with self._lock:
             if engine.epoch != self._epoch:
                 self._reconcile(engine, now)
-            running = self.runtime.running()
             for d in decisions:
                 match d:
                     case Admit():
@@ -148,7 +147,7 @@ class RuntimeBridge:
                     case Evict():
                         self._to_start.discard(d.workload)
                         self._awaiting_job.discard(d.workload)
-                        self._stop_or_confirm(engine, d.workload, running, now)
+                        self._stop_or_confirm(engine, d.workload, self.runtime.running(), now)
                     case Delete():
                         self._started(d.workload)  # a MultiKueue copy that lost: nothing to start
                     case _:
@@ -223,7 +222,7 @@ class RuntimeBridge:
         Called by the engine while it renders a job, under its lock.
         """
         with self._lock:
-            run = self.runtime.running().get(key)
+            run = self.runtime.run_of(key)
         return {
             "pods": {p.name: p.phase for p in run.pods} if run else {},
             "restarts": {p.name: p.restarts for p in run.pods} if run else {},
@@ -284,15 +283,15 @@ class RuntimeBridge:
         """Pods of workloads that were deleted, finished or never admitted are stopped: those of
         ``keys`` only if given (a settle's decisions: a view per running workload at every
         settle made a burst of N pods cost N squared views), else every running workload's."""
-        running = self.runtime.running()
+        if keys is None:
+            running = self.runtime.running()
+        else:  # each asked for alone: no snapshot of every running workload per settle
+            running = {k: run for k in keys if (run := self.runtime.run_of(k)) is not None}
         if not running:
             return
-        candidates = list(running) if keys is None else [k for k in keys if k in running]
-        if not candidates:
-            return
-        held = engine.holding(candidates)
-        for key in candidates:
-            if key not in held and not running[key].stopping:
+        held = engine.holding(list(running))
+        for key, run in running.items():
+            if key not in held and not run.stopping:
                 self.runtime.stop(key)
 
     def _start_pending(self, engine: Engine, now: float, *, recheck_all: bool = False) -> None:
@@ -420,7 +419,7 @@ class RuntimeBridge:
     def workbench_at(self, key: str) -> workbench.Workbench | None:
         """Where a running workbench's server listens (None when it has no pods now)."""
         with self._lock:
-            if key not in self.runtime.running():
+            if self.runtime.run_of(key) is None:
                 return None
             return workbench.load(self.runtime.workload_dir(key))
 
@@ -458,7 +457,7 @@ class RuntimeBridge:
             self._warn(engine, key, "FailedScheduling", f"pods pending: {exc}", now)
             return False
         except AlreadyRunning as exc:
-            if key in self.runtime.running():
+            if self.runtime.run_of(key) is not None:
                 return True
             self._warn(engine, key, "FailedCreate", f"pods pending: {exc}", now)
             return False
@@ -547,7 +546,7 @@ class RuntimeBridge:
     def _record(self, engine: Engine, ev: RuntimeEvent, now: float) -> None:
         type_, reason = _RUNTIME_EVENTS[ev.kind]
         if ev.kind == EventKind.STARTED:
-            run = self.runtime.running().get(ev.workload)
+            run = self.runtime.run_of(ev.workload)
             pods = run.pods if run else ()
             where = "; ".join(
                 f"{p.name} pid {p.pid}"

@@ -167,6 +167,11 @@ class Runtime(Protocol):
         something changes)."""
         ...
 
+    def run_of(self, key: str) -> WorkloadRun | None:
+        """One workload's pods as ``running()`` would show them (None: it has none here),
+        without a snapshot of every workload: what the bridge asks at each pod's start."""
+        ...
+
     def adopt(self) -> list[str]:
         """After a restart: re-attach live pods from the state dir, clean up dead ones."""
         ...

@@ -204,6 +204,15 @@ class LocalRuntime:
             self._shown = dict(sorted(shown.items())) if added else shown  # in key order
         return self._shown
 
+    def run_of(self, key: str) -> WorkloadRun | None:
+        # Read from the run itself where the snapshot is behind: rebuilding it (a copy of every
+        # workload's entry, sorted when one was added) at each pod's start made a burst of N
+        # pods cost N squared on a MultiKueue worker.
+        if key not in self._stale:
+            return self._shown.get(key)
+        run = self._runs.get(key)
+        return status(run) if run is not None else None
+
     def adopt(self) -> list[str]:
         adopted = []
         for key in self._dir.workload_keys():

@@ -149,6 +149,10 @@ class RayDriver:
         with self._lock:
             return dict(self._runs)
 
+    def run_of(self, key: str) -> WorkloadRun | None:
+        with self._lock:
+            return self._runs.get(key)
+
     def adopt(self) -> list[str]:
         with self._lock:
             adopted: list[str] = self._call("adopt")

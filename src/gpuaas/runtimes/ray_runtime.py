@@ -210,6 +210,14 @@ class RayRuntime:
             out.update((key, self._status(run)) for key, run in self._runs.items())
             return dict(sorted(out.items()))
 
+    def run_of(self, key: str) -> WorkloadRun | None:
+        with self._lock:
+            run = self._runs.get(key)
+            if run is not None:
+                return self._status(run)
+            releasing = self._releasing.get(key)
+            return releasing.status if releasing is not None else None
+
     def adopt(self) -> list[str]:
         with self._lock:
             adopted = []

@@ -106,6 +106,11 @@ class FakeRuntime:
         with self._lock:
             return {key: self._status(run) for key, run in self._runs.items()}
 
+    def run_of(self, key: str) -> WorkloadRun | None:
+        with self._lock:
+            run = self._runs.get(key)
+            return self._status(run) if run is not None else None
+
     def adopt(self) -> list[str]:
         return []  # nothing outlives a fake
 
