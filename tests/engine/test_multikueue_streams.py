@@ -136,3 +136,67 @@ def test_a_refused_connection_is_a_remote_error(client: list[RemoteClient]) -> N
     port = free_port()
     with pytest.raises(RemoteError, match=f"watch http://127.0.0.1:{port}{WORKLOADS}/workloads"):
         _watch(_client(client, port))
+
+
+FULL = {
+    "apiVersion": "batch/v1", "kind": "Job",
+    "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+                 "generation": 2, "creationTimestamp": "2026-12-07T00:00:00Z",
+                 "deletionTimestamp": None, "labels": {ORIGIN: "hub"},
+                 "annotations": {"a": "b"}, "ownerReferences": [{"kind": "Workload"}],
+                 "finalizers": ["f"], "managedFields": [{"manager": "m", "fieldsV1": {"f:x": {}}}]},
+    "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x" * 500}]}}},
+    "status": {"active": 1, "conditions": []},
+}  # fmt: skip
+KEPT = {  # what the manager keeps: metadata less managedFields (and nulls), and the status
+    "apiVersion": "batch/v1", "kind": "Job",
+    "metadata": {k: v for k, v in FULL["metadata"].items()  # type: ignore[attr-defined]
+                 if k != "managedFields" and v is not None},
+    "status": {"active": 1, "conditions": []},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("event", "kept"),
+    [
+        ({"type": "MODIFIED", "object": FULL}, KEPT),
+        (
+            {"type": "ADDED", "object": {"metadata": {"name": "x"}, "spec": {}}},
+            {"metadata": {"name": "x"}},
+        ),
+        (
+            {"type": "DELETED", "object": {"metadata": {"name": "x"}, "status": {}}},
+            {"metadata": {"name": "x"}, "status": {}},
+        ),
+        (
+            {"type": "BOOKMARK", "object": {"kind": "Job", "metadata": {"resourceVersion": "12"}}},
+            {"kind": "Job", "metadata": {"resourceVersion": "12"}},
+        ),
+    ],
+)
+def test_a_watched_object_is_kept_as_its_metadata_and_status(
+    client: list[RemoteClient], event: dict[str, object], kept: dict[str, object]
+) -> None:
+    """The spec (a whole pod template) and managedFields are skipped, not decoded: the
+    manager's caches hold what its controller reads, nothing more."""
+    line = json.dumps(event).encode() + b"\n"
+    server = _Once(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(line) + line)
+    try:
+        got = _watch(_client(client, server.port))
+    finally:
+        server.close()
+    assert got == [(event["type"], kept)]
+
+
+def test_an_error_event_with_kubernetes_status_fields_is_a_remote_error(
+    client: list[RemoteClient],
+) -> None:
+    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+              "message": "too old resource version: 5 (9)", "reason": "Expired", "code": 410}  # fmt: skip
+    line = json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"
+    server = _Once(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(line) + line)
+    try:
+        with pytest.raises(RemoteError, match=r"too old resource version: 5 \(9\)"):
+            _watch(_client(client, server.port))
+    finally:
+        server.close()

@@ -39,6 +39,46 @@ _CONNECT, _READ = 2.0, 5.0
 _TIMEOUT = httpx.Timeout(_READ, connect=_CONNECT)
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
+
+
+class _Metadata(msgspec.Struct, omit_defaults=True):
+    """A watched object's metadata without ``managedFields`` (a third of a gpuaas worker's
+    Workload event, and many small dicts to build): nothing in the manager reads it."""
+
+    name: Any = None
+    namespace: Any = None
+    uid: Any = None
+    resourceVersion: Any = None
+    generation: Any = None
+    creationTimestamp: Any = None
+    deletionTimestamp: Any = None
+    labels: Any = None
+    annotations: Any = None
+    ownerReferences: Any = None
+    finalizers: Any = None
+
+
+class _Watched(msgspec.Struct, omit_defaults=True):
+    """What the manager keeps of a watched copy or Job: its metadata and status (its cache and
+    the controller read nothing else: ``workers``, ``remote_copy``, the Job status mirror); the
+    spec, a whole pod template for a real Job, is skipped unread. ``message``, ``reason`` and
+    ``code``: an ERROR event's Status."""
+
+    apiVersion: Any = None
+    kind: Any = None
+    metadata: _Metadata | None = None
+    status: Any = None
+    message: Any = None
+    reason: Any = None
+    code: Any = None
+
+
+class _WatchEvent(msgspec.Struct):
+    type: Any = None
+    object: _Watched | None = None
+
+
+_decode_event = msgspec.json.Decoder(_WatchEvent).decode
 # A watch asks the server to end it after this long (and the bookmarks it asks for come every
 # few seconds on a gpuaas server); a stream silent for longer than _WATCH_READ is re-watched.
 WATCH_SECONDS = 60
@@ -247,7 +287,8 @@ class RemoteClient:
     def watch(
         self, base: str, plural: str, label: str, value: str, resource_version: str
     ) -> Iterator[tuple[str, JsonDoc]]:
-        """The changes after ``resource_version`` as (type, object), BOOKMARKs included, until
+        """The changes after ``resource_version`` as (type, object: its metadata, less
+        ``managedFields``, and its status; ``_Watched``), BOOKMARKs included, until
         the server ends the stream or it stays silent too long (then it just ends: the caller
         watches again from the last resourceVersion). An ERROR event (410 Expired: the caller
         lists again) and a failed connection raise ``RemoteError``."""
@@ -267,10 +308,11 @@ class RemoteClient:
                 Answer("GET", f"{base}/{plural}", stream.status, stream.body()).ok()
             for line in stream.lines():
                 try:
-                    event = _decode(line)
+                    event = _decode_event(line)
                 except msgspec.DecodeError:
                     raise RemoteError(f"watch {base}/{plural}: bad line") from None
-                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                kind = str(event.type or "")
+                obj: JsonDoc = msgspec.to_builtins(event.object) if event.object else {}
                 if kind == "ERROR":
                     raise RemoteError(f"watch {base}/{plural}: {obj.get('message', obj)}")
                 yield kind, obj
