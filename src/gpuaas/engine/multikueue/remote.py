@@ -42,8 +42,8 @@ _encode = msgspec.json.Encoder().encode
 
 
 class _Metadata(msgspec.Struct, omit_defaults=True):
-    """A watched object's metadata without ``managedFields`` (a third of a gpuaas worker's
-    Workload event, and many small dicts to build): nothing in the manager reads it."""
+    """A watched object's metadata without its ``managedFields``, which nothing in the manager
+    reads (a third of a gpuaas worker's Workload event, and many small dicts to build)."""
 
     name: Any = None
     namespace: Any = None
