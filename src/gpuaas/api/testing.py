@@ -73,6 +73,9 @@ class ServerProcess:
         self.data_dir = data_dir
         self.db = db
         self.port = port or free_port()
+        # A port picked here may be taken by another test's server before this one binds it:
+        # start() then picks another. A port the caller named (a restart) is kept.
+        self._port_is_ours = port is None
         self.extra = extra
         self.scheme = "https" if tls else "http"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -87,6 +90,25 @@ class ServerProcess:
         return (self.data_dir / "admin-token").read_text().strip()
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
+        """Start the server and wait until it answers as itself: ``/healthz`` alone could be
+        another test's server that took the same free port first (xdist runs many), so the
+        wait ends only when this data dir's admin token is accepted. If this server then
+        exits for want of its port, and the port was picked here, it starts again on another."""
+        deadline = time.monotonic() + timeout
+        for _attempt in range(5):
+            self._spawn()
+            if self._wait_until_ours(deadline):
+                return self
+            if not (self._port_is_ours and "address already in use" in self.log().lower()):
+                break
+            self.port = free_port()
+            self.log_path = self.data_dir / f"server-{self.port}.log"
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+        self.kill()
+        raise RuntimeError(f"server did not become healthy in {timeout}s: {self.log()}")
+
+    def _spawn(self) -> None:
         cmd = [
             sys.executable, "-m", "gpuaas.cli.server",
             "--data-dir", str(self.data_dir), "--port", str(self.port), *self.extra,
@@ -103,18 +125,32 @@ class ServerProcess:
             cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
-        deadline = time.monotonic() + timeout
+
+    def _wait_until_ours(self, deadline: float) -> bool:
+        """True once the server on the port accepts this data dir's admin token; False when
+        this server exited or the deadline passed."""
+        assert self.proc is not None
+        token_file = self.data_dir / "admin-token"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+                return False
             try:
-                if httpx.get(f"{self.url}/healthz", verify=False, timeout=1).status_code == 200:
-                    return self
+                if (
+                    token_file.exists()
+                    and httpx.get(f"{self.url}/healthz", verify=False, timeout=1).status_code == 200
+                    and httpx.get(
+                        f"{self.url}/api/v1/namespaces",
+                        headers={"Authorization": f"Bearer {self.admin_token}"},
+                        verify=False,
+                        timeout=5,
+                    ).status_code
+                    == 200
+                ):
+                    return True
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"server did not become healthy in {timeout}s: {self.log()}")
+        return False
 
     def log(self) -> str:
         try:

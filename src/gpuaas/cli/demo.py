@@ -65,7 +65,28 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> str:
-        """Start and wait until healthy; returns the admin token."""
+        """Start and wait until healthy; returns the admin token. Healthy means this data
+        dir's token is accepted: another process may bind the free port between its pick and
+        the child's bind, and then answers ``/healthz`` in its stead. If the child exits for
+        want of its port, it is started again on another."""
+        deadline = time.monotonic() + timeout
+        for _attempt in range(5):
+            token = self._spawn_and_wait(deadline)
+            if token is not None:
+                return token
+            assert self.proc is not None
+            if self.proc.poll() is None:
+                break
+            if "address already in use" not in self.tail().lower():
+                raise DemoError(f"the server exited with {self.proc.returncode}: {self.tail()}")
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.port = int(s.getsockname()[1])
+        raise DemoError(f"the server did not answer within {timeout:.0f}s: {self.tail()}")
+
+    def _spawn_and_wait(self, deadline: float) -> str | None:
+        """The admin token once the child answers as itself; None if it exited or the
+        deadline passed."""
         cmd = [sys.executable, "-m", "gpuaas.cli.server", "--data-dir", str(self.data_dir),
                "--port", str(self.port), "--runtime", "local"]  # fmt: skip
         if self.fake_gpus:
@@ -75,17 +96,22 @@ class Server:
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise DemoError(f"the server exited with {self.proc.returncode}: {self.tail()}")
+                return None
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return (self.data_dir / "admin-token").read_text().strip()
+                token = (self.data_dir / "admin-token").read_text().strip()
+                ours = httpx.get(
+                    f"{self.url}/api/v1/namespaces",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=5,
+                )
+                if ours.status_code == 200:
+                    return token
             except (httpx.HTTPError, OSError):
                 pass
             time.sleep(0.1)
-        raise DemoError(f"the server did not answer within {timeout:.0f}s: {self.tail()}")
+        return None
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM (the server stops its pods, then exits); SIGKILL only if it hangs."""
