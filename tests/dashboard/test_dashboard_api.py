@@ -22,13 +22,18 @@ def by_key(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def settled(c: httpx.Client) -> dict[str, Any]:
-    """The summary once the runtime has stopped team-b's pods and team-a-job is admitted."""
+    """The summary once the runtime has stopped team-b's pods, team-a-job is admitted and the
+    preemption's event is in the store. A read sees the engine's state as soon as a settle
+    made it, while that settle's events are read from the store only once its batch is
+    committed, a moment later (as Kubernetes Events trail the objects they tell of): so both
+    are waited for."""
     deadline = time.monotonic() + 15
     while True:
         s: dict[str, Any] = c.get(f"{DASH}/summary").json()
-        if by_key(s).get("team-a/team-a-job", {}).get("state") == "Admitted":
+        admitted = by_key(s).get("team-a/team-a-job", {}).get("state") == "Admitted"
+        if admitted and any(e["reason"] == "Preempted" for e in s["events"]):
             return s
-        assert time.monotonic() < deadline, f"team-a-job never admitted: {by_key(s)}"
+        assert time.monotonic() < deadline, f"not settled: {by_key(s)} {s['events']}"
         time.sleep(0.1)
 
 
