@@ -44,7 +44,10 @@ def test_reserve_starts_nothing_admit_starts_the_pods(node: Node) -> None:
 
 
 def test_evict_stops_the_pods_and_keeps_the_quota_while_they_live(node: Node) -> None:
-    node.engine.create(JOB, "ns", job("j", SLEEP, gpus=1))
+    # The pod ignores SIGTERM (as its sleep inherits), so it lives through its grace period:
+    # a pod that died of the SIGTERM could be reaped by the settle's own poll before the
+    # test reads it (CI saw that once).
+    node.engine.create(JOB, "ns", job("j", "trap '' TERM; echo up; sleep 30", gpus=1, grace=30))
     node.until(lambda: node.pods("ns/j"))
     now = node.engine.clock()
     node.bridge.on_decisions(node.engine, [Evict("ns/j", now, "cq", "Preempted", "test")], now)
