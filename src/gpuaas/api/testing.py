@@ -1,7 +1,8 @@
 """Test support: run a real ``gpuaas server`` process on a free port and always stop it.
 
-``ServerProcess`` starts ``python -m gpuaas.cli.server`` in its own process group, waits for
-``/healthz``, and ``stop()``/``kill()`` end it (SIGTERM then SIGKILL, or SIGKILL at once for crash
+``ServerProcess`` starts ``python -m gpuaas.cli.server`` in its own process group, waits until
+it accepts its data dir's admin token (``cli.server_child``: ``/healthz`` may be another
+server's), and ``stop()``/``kill()`` end it (SIGTERM then SIGKILL, or SIGKILL at once for crash
 tests). Tests use it as a context manager or from a fixture's finally, so no server outlives its
 test. No production code imports this module.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +20,16 @@ from typing import Any
 
 import httpx
 
+from gpuaas.cli.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.vocab.kinds import BY_KIND
+
+__all__ = [
+    "ServerProcess",
+    "create_all",
+    "free_port",
+    "object_path",
+    "self_signed_cert",
+]
 
 
 def object_path(doc: dict[str, Any], name: str | None = None) -> str:
@@ -54,12 +63,6 @@ def self_signed_cert(directory: Path, name: str = "cert") -> tuple[Path, Path]:
     return cert, key
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ServerProcess:
     def __init__(
         self,
@@ -90,16 +93,15 @@ class ServerProcess:
         return (self.data_dir / "admin-token").read_text().strip()
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
-        """Start the server and wait until it answers as itself: ``/healthz`` alone could be
-        another test's server that took the same free port first (xdist runs many), so the
-        wait ends only when this data dir's admin token is accepted. If this server then
-        exits for want of its port, and the port was picked here, it starts again on another."""
+        """Start the server and wait until it answers as itself (``cli.server_child``: under
+        xdist another test's server may take the same free port first). If this server exits
+        for want of its port, and the port was picked here, it starts again on another."""
         deadline = time.monotonic() + timeout
         for _attempt in range(5):
             self._spawn()
             if self._wait_until_ours(deadline):
                 return self
-            if not (self._port_is_ours and "address already in use" in self.log().lower()):
+            if not (self._port_is_ours and lost_its_port(self.log())):
                 break
             self.port = free_port()
             self.log_path = self.data_dir / f"server-{self.port}.log"
@@ -130,25 +132,11 @@ class ServerProcess:
         """True once the server on the port accepts this data dir's admin token; False when
         this server exited or the deadline passed."""
         assert self.proc is not None
-        token_file = self.data_dir / "admin-token"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
-            try:
-                if (
-                    token_file.exists()
-                    and httpx.get(f"{self.url}/healthz", verify=False, timeout=1).status_code == 200
-                    and httpx.get(
-                        f"{self.url}/api/v1/namespaces",
-                        headers={"Authorization": f"Bearer {self.admin_token}"},
-                        verify=False,
-                        timeout=5,
-                    ).status_code
-                    == 200
-                ):
-                    return True
-            except httpx.HTTPError:
-                pass
+            if token_if_ours(self.url, self.data_dir, verify=False) is not None:
+                return True
             time.sleep(0.1)
         return False
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.live import Live
@@ -35,6 +33,7 @@ from gpuaas import demos
 from gpuaas.cli import printers
 from gpuaas.cli.client import Client, ClientError, Config
 from gpuaas.cli.demo_view import CastRecorder, Snapshot, changes, screen, workload_state
+from gpuaas.cli.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.inventory import read_nvml_gpus
 from gpuaas.vocab.kinds import BY_KIND, for_api_version
 
@@ -53,9 +52,7 @@ class Server:
 
     def __init__(self, data_dir: Path, fake_gpus: str | None) -> None:
         self.data_dir = data_dir
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
+        self.port = free_port()
         self.fake_gpus = fake_gpus
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / "server.log"
@@ -77,11 +74,9 @@ class Server:
             assert self.proc is not None
             if self.proc.poll() is None:
                 break
-            if "address already in use" not in self.tail().lower():
+            if not lost_its_port(self.tail()):
                 raise DemoError(f"the server exited with {self.proc.returncode}: {self.tail()}")
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = int(s.getsockname()[1])
+            self.port = free_port()
         raise DemoError(f"the server did not answer within {timeout:.0f}s: {self.tail()}")
 
     def _spawn_and_wait(self, deadline: float) -> str | None:
@@ -99,17 +94,9 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return None
-            try:
-                token = (self.data_dir / "admin-token").read_text().strip()
-                ours = httpx.get(
-                    f"{self.url}/api/v1/namespaces",
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=5,
-                )
-                if ours.status_code == 200:
-                    return token
-            except (httpx.HTTPError, OSError):
-                pass
+            token = token_if_ours(self.url, self.data_dir)
+            if token is not None:
+                return token
             time.sleep(0.1)
         return None
 
