@@ -9,7 +9,6 @@ with 60 follows open, a list still answers, and the follows still stream what th
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
-from gpuaas.api.testing import free_port
+from gpuaas.api.testing import serve_in_thread
 from gpuaas.runtimes import RuntimeOptions, registry
 from gpuaas.runtimes.logs import LogFollower
 from gpuaas.server import Server, ServerOptions, build
@@ -64,16 +63,12 @@ def test_open_follows_leave_threads_for_everyone_else(
     server: tuple[Server, QuietRuntime],
 ) -> None:
     srv, runtime = server
-    port = free_port()
-    web = uvicorn.Server(uvicorn.Config(srv.app, host="127.0.0.1", port=port, log_level="error"))
-    threading.Thread(target=web.run, name="test-uvicorn", daemon=True).start()
+    web = serve_in_thread(
+        lambda port: uvicorn.Config(srv.app, host="127.0.0.1", port=port, log_level="error")
+    )
     token = srv.admin_token_path.read_text().strip()
     auth = {"Authorization": f"Bearer {token}"}
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(1000):
-        if web.started:
-            break
-        time.sleep(0.01)
+    base = f"http://127.0.0.1:{web.port}"
     follows: list[httpx.Response] = []
     clients = [httpx.Client(base_url=base, headers=auth, timeout=30) for _ in range(60)]
     try:
@@ -96,4 +91,4 @@ def test_open_follows_leave_threads_for_everyone_else(
             resp.close()
         for c in clients:
             c.close()
-        web.should_exit = True
+        web.stop()

@@ -30,7 +30,7 @@ import uvicorn
 from gpuaas.api import stream_writes
 from gpuaas.api.http_writes import CYCLE, HttpProtocol
 from gpuaas.api.stream_writes import HIGH, NICE, DirectBody, StreamResponse
-from gpuaas.api.testing import free_port, self_signed_cert
+from gpuaas.api.testing import ThreadedUvicorn, self_signed_cert, serve_in_thread
 
 MB = 1 << 20
 
@@ -96,29 +96,30 @@ class App:
 
 @pytest.fixture
 def serve() -> Iterator[Any]:
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    servers: list[ThreadedUvicorn] = []
 
     def start(app: App, tls: tuple[Path, Path] | None = None) -> str:
-        port = free_port()
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, loop="uvloop", http=CountingProtocol,
-            log_level="warning", timeout_graceful_shutdown=1,
-            ssl_certfile=str(tls[0]) if tls else None, ssl_keyfile=str(tls[1]) if tls else None,
-        )  # fmt: skip
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.01)
-        servers.append((server, thread))
-        return f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        web = serve_in_thread(
+            lambda port: uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=port,
+                loop="uvloop",
+                http=CountingProtocol,
+                log_level="warning",
+                timeout_graceful_shutdown=1,
+                ssl_certfile=str(tls[0]) if tls else None,
+                ssl_keyfile=str(tls[1]) if tls else None,
+            )
+        )
+        servers.append(web)
+        return f"{'https' if tls else 'http'}://127.0.0.1:{web.port}"
 
     try:
         yield start
     finally:
-        for server, thread in servers:
-            server.should_exit = True
-            thread.join(timeout=10)
+        for web in servers:
+            web.stop()
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ once the fake reports the victim's pods gone, because quota waits for the runtim
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import httpx
 import pytest
 import uvicorn
 
-from gpuaas.api.testing import free_port
+from gpuaas.api.testing import serve_in_thread
 from gpuaas.runtimes import RuntimeOptions, registry
 from gpuaas.server import Server, ServerError, ServerOptions, build
 from gpuaas.testing.fake_runtime import FakeRuntime
@@ -54,27 +53,20 @@ def server(tmp_path: Path, fakes: list[FakeRuntime]) -> Iterator[Server]:
 
 @pytest.fixture
 def http(server: Server) -> Iterator[httpx.Client]:
-    port = free_port()
-    config = uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning")
-    web = uvicorn.Server(config)
-    thread = threading.Thread(target=web.run, name="test-uvicorn", daemon=True)
-    thread.start()
+    web = serve_in_thread(
+        lambda port: uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning")
+    )
     token = server.admin_token_path.read_text().strip()
     client = httpx.Client(
-        base_url=f"http://127.0.0.1:{port}",
+        base_url=f"http://127.0.0.1:{web.port}",
         headers={"Authorization": f"Bearer {token}"},
         timeout=30,
     )
     try:
-        deadline = time.monotonic() + 10
-        while not web.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert web.started, "uvicorn did not start"
         yield client
     finally:
         client.close()
-        web.should_exit = True
-        thread.join(timeout=10)
+        web.stop()
 
 
 def _path(kind: Kind, namespace: str | None = None) -> str:

@@ -9,26 +9,33 @@ test. No production code imports this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
+import uvicorn
 
 from gpuaas.cli.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.vocab.kinds import BY_KIND
 
 __all__ = [
     "ServerProcess",
+    "ThreadedUvicorn",
     "create_all",
     "free_port",
     "object_path",
     "self_signed_cert",
+    "serve_in_thread",
 ]
 
 
@@ -177,3 +184,46 @@ class ServerProcess:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@dataclass
+class ThreadedUvicorn:
+    """An app served by uvicorn on a thread of the test's own process."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    port: int
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def serve_in_thread(
+    config: Callable[[int], uvicorn.Config], timeout: float = 10.0
+) -> ThreadedUvicorn:
+    """uvicorn with ``config(port)`` on a thread, on a free port, once it listens. A port
+    another test bound first (uvicorn's thread then logs the error and exits) is replaced by
+    another, as ``ServerProcess`` does; a server that neither listens nor exits in ``timeout``
+    is an error."""
+    for _attempt in range(5):
+        port = free_port()
+        server = uvicorn.Server(config(port))
+        thread = threading.Thread(target=_run, args=(server,), name="test-uvicorn", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if server.started:
+            return ThreadedUvicorn(server, thread, port)
+        if thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError(f"uvicorn did not start on port {port} within {timeout}s")
+    raise RuntimeError("uvicorn lost each of 5 free ports to other processes")
+
+
+def _run(server: uvicorn.Server) -> None:
+    """``server.run()``, where uvicorn's ``sys.exit`` on a port it could not bind only ends
+    this thread (``serve_in_thread`` sees it end), not as an unhandled thread exception."""
+    with contextlib.suppress(SystemExit):
+        server.run()
