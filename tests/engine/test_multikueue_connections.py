@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaas.api.testing import ServerProcess, free_port, self_signed_cert
+from gpuaas.api.testing import ServerProcess, refusing_port, self_signed_cert
 from gpuaas.engine.multikueue.remote import (
     JOBS,
     WORKLOADS,
@@ -77,16 +77,15 @@ def test_an_error_answer_names_the_call_and_the_reason(worker: ServerProcess) ->
 
 
 def test_a_refused_connection_names_the_worker() -> None:
-    port = free_port()  # nothing listens there
-    c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
-    try:
-        with pytest.raises(RemoteError) as exc:
-            c.delete(WORKLOADS, "workloads", "default", "x")
-        assert f"DELETE http://127.0.0.1:{port}{WORKLOADS}/namespaces/default/workloads/x" in str(
-            exc.value
-        )
-    finally:
-        c.close()
+    with refusing_port() as port:
+        c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
+        try:
+            with pytest.raises(RemoteError) as exc:
+                c.delete(WORKLOADS, "workloads", "default", "x")
+            want = f"DELETE http://127.0.0.1:{port}{WORKLOADS}/namespaces/default/workloads/x"
+            assert want in str(exc.value)
+        finally:
+            c.close()
 
 
 class _ClosesIdle(BaseHTTPRequestHandler):
@@ -259,14 +258,14 @@ def test_many_calls_to_a_worker_that_takes_no_connection_try_one(
 ) -> None:
     """A batch to a worker whose connections fail (here refused) opens one, not one per call
     (a dropped connect waits its whole timeout), and every call fails with its reason."""
-    port = free_port()  # nothing listens there
-    c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
-    opened: list[int] = []
-    real = c._conns._open
-    monkeypatch.setattr(c._conns, "_open", lambda: opened.append(1) or real())
-    try:
-        got = c.calls([Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/x")] * 5)
-        assert len(opened) == 1
-        assert all(isinstance(a, RemoteError) and f"127.0.0.1:{port}" in str(a) for a in got)
-    finally:
-        c.close()
+    with refusing_port() as port:
+        c = RemoteClient(Target(f"http://127.0.0.1:{port}", "t", None))
+        opened: list[int] = []
+        real = c._conns._open
+        monkeypatch.setattr(c._conns, "_open", lambda: opened.append(1) or real())
+        try:
+            got = c.calls([Call("DELETE", f"{WORKLOADS}/namespaces/default/workloads/x")] * 5)
+            assert len(opened) == 1
+            assert all(isinstance(a, RemoteError) and f"127.0.0.1:{port}" in str(a) for a in got)
+        finally:
+            c.close()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuaas.api.testing import free_port
+from gpuaas.api.testing import refusing_port
 from gpuaas.engine.multikueue import remote
 from gpuaas.engine.multikueue.remote import WORKLOADS, RemoteClient, RemoteError, Target
 
@@ -133,9 +133,10 @@ def test_an_error_answer_and_an_error_event_are_remote_errors(
 
 
 def test_a_refused_connection_is_a_remote_error(client: list[RemoteClient]) -> None:
-    port = free_port()
-    with pytest.raises(RemoteError, match=f"watch http://127.0.0.1:{port}{WORKLOADS}/workloads"):
-        _watch(_client(client, port))
+    with refusing_port() as port:
+        want = f"watch http://127.0.0.1:{port}{WORKLOADS}/workloads"
+        with pytest.raises(RemoteError, match=want):
+            _watch(_client(client, port))
 
 
 FULL = {
