@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaas.api.testing import ServerProcess, refusing_port, self_signed_cert
+from gpuaas.api.testing import ServerProcess, self_signed_cert
 from gpuaas.engine.multikueue.remote import (
     JOBS,
     WORKLOADS,
@@ -25,6 +25,7 @@ from gpuaas.engine.multikueue.remote import (
     RemoteError,
     Target,
 )
+from gpuaas.testing.ports import refusing_port
 
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 

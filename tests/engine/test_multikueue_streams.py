@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuaas.api.testing import refusing_port
 from gpuaas.engine.multikueue import remote
 from gpuaas.engine.multikueue.remote import WORKLOADS, RemoteClient, RemoteError, Target
+from gpuaas.testing.ports import refusing_port
 
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 EVENTS = [

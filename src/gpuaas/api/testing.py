@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from gpuaas.cli.server_child import free_port, lost_its_port, refusing_port, token_if_ours
+from gpuaas.cli.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.vocab.kinds import BY_KIND
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "create_all",
     "free_port",
     "object_path",
-    "refusing_port",
     "self_signed_cert",
     "serve_in_thread",
 ]

@@ -11,9 +11,7 @@ again on another port when the child lost its port.
 
 from __future__ import annotations
 
-import contextlib
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -29,15 +27,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def refusing_port() -> Iterator[int]:
-    """A local port that refuses connections for the ``with`` block: bound but never
-    listening, so no other process can take it and answer meanwhile (a free port could be)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        yield int(s.getsockname()[1])
 
 
 def token_if_ours(url: str, data_dir: Path, verify: bool = True) -> str | None:
