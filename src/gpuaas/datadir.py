@@ -19,6 +19,8 @@ import stat
 from pathlib import Path
 
 LOCK_FILE = "server.lock"
+# The admin token the server writes at start (``engine.tokens``); a starter reads it from here.
+ADMIN_TOKEN_FILE = "admin-token"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 _GROUP_OTHER = 0o077

@@ -1,7 +1,7 @@
 """Test support: run a real ``gpuaas server`` process on a free port and always stop it.
 
 ``ServerProcess`` starts ``python -m gpuaas.cli.server`` in its own process group, waits until
-it accepts its data dir's admin token (``cli.server_child``: ``/healthz`` may be another
+it accepts its data dir's admin token (``gpuaas.server_child``: ``/healthz`` may be another
 server's), and ``stop()``/``kill()`` end it (SIGTERM then SIGKILL, or SIGKILL at once for crash
 tests). Tests use it as a context manager or from a fixture's finally, so no server outlives its
 test. No production code imports this module.
@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from gpuaas.cli.server_child import free_port, lost_its_port, token_if_ours
+from gpuaas.datadir import ADMIN_TOKEN_FILE
+from gpuaas.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.vocab.kinds import BY_KIND
 
 __all__ = [
@@ -97,10 +98,10 @@ class ServerProcess:
 
     @property
     def admin_token(self) -> str:
-        return (self.data_dir / "admin-token").read_text().strip()
+        return (self.data_dir / ADMIN_TOKEN_FILE).read_text().strip()
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
-        """Start the server and wait until it answers as itself (``cli.server_child``: under
+        """Start the server and wait until it answers as itself (``gpuaas.server_child``: under
         xdist another test's server may take the same free port first). If this server exits
         for want of its port, and the port was picked here, it starts again on another."""
         deadline = time.monotonic() + timeout

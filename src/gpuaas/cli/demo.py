@@ -33,8 +33,8 @@ from gpuaas import demos
 from gpuaas.cli import printers
 from gpuaas.cli.client import Client, ClientError, Config
 from gpuaas.cli.demo_view import CastRecorder, Snapshot, changes, screen, workload_state
-from gpuaas.cli.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.inventory import read_nvml_gpus
+from gpuaas.server_child import free_port, lost_its_port, token_if_ours
 from gpuaas.vocab.kinds import BY_KIND, for_api_version
 
 JsonDoc = dict[str, Any]

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gpuaas.datadir import ADMIN_TOKEN_FILE
 from gpuaas.store import DeleteToken, GroupCommitter, PutToken, Store, TokenRecord, Write
 
-ADMIN_TOKEN_FILE = "admin-token"
 CACHE_SECONDS = 1.0
 ID_LENGTH = 12  # hex characters of the hash shown as a token's id
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

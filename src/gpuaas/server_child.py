@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from gpuaas.engine.tokens import ADMIN_TOKEN_FILE
+from gpuaas.datadir import ADMIN_TOKEN_FILE
 
 # uvicorn's words (from the OSError's strerror) when the port is bound by another socket
 _PORT_TAKEN = "address already in use"
