@@ -220,7 +220,10 @@ def serve_in_thread(
         if thread.is_alive():
             server.should_exit = True
             raise RuntimeError(f"uvicorn did not start on port {port} within {timeout}s")
-    raise RuntimeError("uvicorn lost each of 5 free ports to other processes")
+    raise RuntimeError(
+        "uvicorn's thread ended before it listened, 5 times: each port taken first, or an"
+        " error it logged"
+    )
 
 
 def _run(server: uvicorn.Server) -> None:
