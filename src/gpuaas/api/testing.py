@@ -26,7 +26,7 @@ import httpx
 import uvicorn
 
 from gpuaas.datadir import ADMIN_TOKEN_FILE
-from gpuaas.server_child import free_port, lost_its_port, token_if_ours
+from gpuaas.server_child import free_port, start_child
 from gpuaas.vocab.kinds import BY_KIND
 
 __all__ = [
@@ -104,24 +104,29 @@ class ServerProcess:
         """Start the server and wait until it answers as itself (``gpuaas.server_child``: under
         xdist another test's server may take the same free port first). If this server exits
         for want of its port, and the port was picked here, it starts again on another."""
-        deadline = time.monotonic() + timeout
-        for _attempt in range(5):
-            self._spawn()
-            if self._wait_until_ours(deadline):
-                return self
-            if not (self._port_is_ours and lost_its_port(self.log())):
-                break
-            self.port = free_port()
-            self.log_path = self.data_dir / f"server-{self.port}.log"
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()}")
+        child = start_child(
+            self._spawn,
+            self.port,
+            self.data_dir,
+            self.log,
+            time.monotonic() + timeout,
+            scheme=self.scheme,
+            move=self._port_is_ours,
+            verify=False,
+        )
+        if child.token is not None:
+            return self
+        if child.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {child.proc.returncode}: {self.log()}")
         self.kill()
         raise RuntimeError(f"server did not become healthy in {timeout}s: {self.log()}")
 
-    def _spawn(self) -> None:
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
+        self.port = port
+        self.log_path = self.data_dir / f"server-{port}.log"
         cmd = [
             sys.executable, "-m", "gpuaas.cli.server",
-            "--data-dir", str(self.data_dir), "--port", str(self.port), *self.extra,
+            "--data-dir", str(self.data_dir), "--port", str(port), *self.extra,
         ]  # fmt: skip
         if "--runtime" not in self.extra:
             # API tests check scheduling, not processes: no pods, so a SIGKILLed test server
@@ -135,18 +140,7 @@ class ServerProcess:
             cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
-
-    def _wait_until_ours(self, deadline: float) -> bool:
-        """True once the server on the port accepts this data dir's admin token; False when
-        this server exited or the deadline passed."""
-        assert self.proc is not None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            if token_if_ours(self.url, self.data_dir, verify=False) is not None:
-                return True
-            time.sleep(0.1)
-        return False
+        return self.proc
 
     def log(self) -> str:
         try:

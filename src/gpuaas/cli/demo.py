@@ -34,7 +34,7 @@ from gpuaas.cli import printers
 from gpuaas.cli.client import Client, ClientError, Config
 from gpuaas.cli.demo_view import CastRecorder, Snapshot, changes, screen, workload_state
 from gpuaas.inventory import read_nvml_gpus
-from gpuaas.server_child import free_port, lost_its_port, token_if_ours
+from gpuaas.server_child import free_port, start_child
 from gpuaas.vocab.kinds import BY_KIND, for_api_version
 
 JsonDoc = dict[str, Any]
@@ -63,27 +63,21 @@ class Server:
 
     def start(self, timeout: float = 30.0) -> str:
         """Start and wait until healthy; returns the admin token. Healthy means this data
-        dir's token is accepted: another process may bind the free port between its pick and
-        the child's bind, and then answers ``/healthz`` in its stead. If the child exits for
-        want of its port, it is started again on another."""
-        deadline = time.monotonic() + timeout
-        for _attempt in range(5):
-            token = self._spawn_and_wait(deadline)
-            if token is not None:
-                return token
-            assert self.proc is not None
-            if self.proc.poll() is None:
-                break
-            if not lost_its_port(self.tail()):
-                raise DemoError(f"the server exited with {self.proc.returncode}: {self.tail()}")
-            self.port = free_port()
+        dir's token is accepted (``gpuaas.server_child``: another process may take the free
+        port first); a child that lost its port is started again on another."""
+        child = start_child(
+            self._spawn, self.port, self.data_dir, self.tail, time.monotonic() + timeout
+        )
+        if child.token is not None:
+            return child.token
+        if child.proc.poll() is not None:
+            raise DemoError(f"the server exited with {child.proc.returncode}: {self.tail()}")
         raise DemoError(f"the server did not answer within {timeout:.0f}s: {self.tail()}")
 
-    def _spawn_and_wait(self, deadline: float) -> str | None:
-        """The admin token once the child answers as itself; None if it exited or the
-        deadline passed."""
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
+        self.port = port
         cmd = [sys.executable, "-m", "gpuaas.cli.server", "--data-dir", str(self.data_dir),
-               "--port", str(self.port), "--runtime", "local"]  # fmt: skip
+               "--port", str(port), "--runtime", "local"]  # fmt: skip
         if self.fake_gpus:
             cmd += ["--fake-gpus", self.fake_gpus]
         env = {k: v for k, v in os.environ.items() if k != "GPUAAS_RUNTIME"}
@@ -91,14 +85,7 @@ class Server:
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return None
-            token = token_if_ours(self.url, self.data_dir)
-            if token is not None:
-                return token
-            time.sleep(0.1)
-        return None
+        return self.proc
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM (the server stops its pods, then exits); SIGKILL only if it hangs."""
