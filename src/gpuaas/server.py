@@ -332,7 +332,7 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
         except (cpus.CpuListError, OSError) as exc:
             raise ServerError(f"--cpus {exc}") from exc
         pods = cpus.describe(cpus.for_children() or frozenset())
-        say(f"server threads on CPU {cpus.describe(own)}; its pods on CPU {pods}")
+        say(f"server threads on CPU {cpus.describe(own)} (SCHED_BATCH); its pods on CPU {pods}")
     server = build(options, say)
     gc_policy.apply()  # after the store is loaded: the collector never walks it again
     scheme = "https" if options.tls_cert else "http"

@@ -1,5 +1,6 @@
-"""``gpuaas server --cpus``: the server's own threads on the CPUs named, its pods on every CPU it
-had, and a list it cannot use refused before anything starts (``gpuaas.cpus``)."""
+"""``gpuaas server --cpus``: the server's own threads on the CPUs named and as ``SCHED_BATCH``,
+its pods on every CPU it had with the default policy, and a list it cannot use refused before
+anything starts (``gpuaas.cpus``)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,16 @@ def _allowed(pid: int | str, tid: int | str | None = None) -> str | None:
     return found.group(1)
 
 
+def _policy(pid: int | str, tid: int | str | None = None) -> int | None:
+    """A process's (or thread's) scheduling policy, ``/proc/PID/stat`` field 41; None if gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    try:
+        stat = Path(path).read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2 :].split()[38])
+
+
 def _setup(c: httpx.Client) -> None:
     docs: list[tuple[str, str, dict[str, Any]]] = [
         ("resourceflavors", "ResourceFlavor", {"metadata": {"name": "default-flavor"}}),
@@ -119,6 +130,7 @@ def test_the_servers_threads_run_on_its_cpus_and_its_pods_on_all_it_had(
         threads = os.listdir(f"/proc/{pid}/task")
         assert len(threads) > 3  # the event loop, the group commit, the runtime's, ...
         assert {_allowed(pid, t) for t in threads} - {None} == {own}
+        assert {_policy(pid, t) for t in threads} - {None} == {os.SCHED_BATCH}
         with srv.client() as c:
             _setup(c)
             job = {
@@ -128,6 +140,7 @@ def test_the_servers_threads_run_on_its_cpus_and_its_pods_on_all_it_had(
                 "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
                     "name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}},
                     "command": ["sh", "-c",
+                                "echo policy $(cut -d' ' -f41 /proc/self/stat); "
                                 "grep Cpus_allowed_list /proc/self/status; exec sleep 30"]}]}}},
             }  # fmt: skip
             r = c.post("/apis/batch/v1/namespaces/default/jobs", json=job)
@@ -138,6 +151,7 @@ def test_the_servers_threads_run_on_its_cpus_and_its_pods_on_all_it_had(
                 assert time.monotonic() < deadline, text
                 time.sleep(0.05)
         assert text.split()[-1] == cpus.describe(set(ALLOWED))  # every CPU the server had
+        assert f"policy {os.SCHED_OTHER}\n" in text  # and the default policy, not the server's
         launchers = [
             int(p)
             for p in os.listdir("/proc")
@@ -145,6 +159,7 @@ def test_the_servers_threads_run_on_its_cpus_and_its_pods_on_all_it_had(
         ]
         assert launchers, "no pod launcher among the server's children"
         assert {_allowed(p) for p in launchers} == {own}  # the server's helper: its CPU
+        assert {_policy(p) for p in launchers} == {os.SCHED_BATCH}  # and its policy
     finally:
         srv.stop()
 
@@ -180,18 +195,20 @@ def test_a_cpu_the_server_may_not_use_is_refused_before_it_starts(tmp_path: Path
 def test_the_ray_driver_takes_the_cpus_it_is_given_before_anything_else() -> None:
     """A pinned server's Ray driver (``python -m gpuaas.runtimes.ray_driver FD CPUS``) runs on
     every CPU the server had, and so does any Ray cluster it starts: it takes them first thing,
-    before it reads its arguments (here: none come, it waits, then ends with the connection)."""
+    before it reads its arguments (here: none come, it waits, then ends with the connection),
+    with the default scheduling policy instead of the server's ``SCHED_BATCH``."""
     ours, theirs = socket.socketpair()
     wanted = str(ALLOWED[0])
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuaas.runtimes.ray_driver", str(theirs.fileno()), wanted],
         pass_fds=(theirs.fileno(),),
+        preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0)),
     )
     theirs.close()
     try:
         deadline = time.monotonic() + 20
-        while _allowed(proc.pid) != wanted:
-            assert proc.poll() is None and time.monotonic() < deadline, _allowed(proc.pid)
+        while (_allowed(proc.pid), _policy(proc.pid)) != (wanted, os.SCHED_OTHER):
+            assert proc.poll() is None and time.monotonic() < deadline, _policy(proc.pid)
             time.sleep(0.02)
     finally:
         ours.close()  # end of its input: it ends

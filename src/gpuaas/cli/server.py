@@ -141,8 +141,10 @@ def serve(
             metavar="LIST",
             help="Run the server's own threads on these CPUs only (taskset -c's list: 0, 0-3, "
             "0,2). Its Python runs on one core at a time, and threads spread over the machine "
-            "pay a cross-CPU wake-up per hand-off; the pods it starts keep every CPU it had. "
-            "Linux only. Default: wherever the kernel puts them.",
+            "pay a cross-CPU wake-up per hand-off. They also run as SCHED_BATCH, so a thread "
+            "woken by another does not preempt it while it holds the GIL. The pods it starts "
+            "keep every CPU it had, with the default policy. Linux only. Default: wherever the "
+            "kernel puts them, with the policy the server was started with.",
         ),
     ] = None,
 ) -> None:
