@@ -21,10 +21,11 @@ at once under the default policy; here the waker usually holds the GIL, so the w
 runs only to block on it, and the waker comes back: two context switches for nothing, counted
 against the waker (py-spy: ``SimpleQueue.put`` was 6 % of the hub's GIL time and 15 % of a
 worker's in that bench). A ``SCHED_BATCH`` thread that wakes does not preempt; it runs when the
-waker blocks or its slice ends, which is where it could run anyway (the GIL is free then). Five
-pairs of that bench on 2026-12-07: 126-149/s against 122-135/s, each pair in its favour, and
-0.4-1.3 ms less of the machine per workload. Workloads get the default policy back with their
-CPUs: the server's scheduling is the control plane's, never the tenants'.
+waker blocks or its slice ends, which is where it could run anyway (the GIL is free then). With
+it, that put fell to under 1 % of the worker's GIL time; nine pairs of that bench on 2026-12-07
+ran 139/s on average against 132/s, seven of the nine in its favour (a small gain against the
+bench's noise; an earlier trial that day saw none). Workloads get the default policy back with
+their CPUs: the server's scheduling is the control plane's, never the tenants'.
 
 ``pin`` is called once, by ``server.run`` before any thread exists (threads inherit their
 creator's CPUs and policy); ``for_children`` is what a child's start is given (``child_arg``: a
