@@ -102,15 +102,22 @@ def describe(cpus: frozenset[int] | set[int]) -> str:
     return ",".join(out) if ordered else ""
 
 
-def pin(cpus: frozenset[int]) -> None:
+def pin(cpus: frozenset[int]) -> str:
     """Run this process (the calling thread, and every thread it starts from now on) on
-    ``cpus`` as ``SCHED_BATCH``; remember the CPUs it had for its children (``for_children``)."""
+    ``cpus`` as ``SCHED_BATCH``; remember the CPUs it had for its children (``for_children``).
+    The policy it runs with, as the server says it: the CPUs are what ``--cpus`` asks for and
+    their failure is an error, the policy is a gain the system may refuse (a sandbox's seccomp
+    filter), so a refusal leaves the policy as it was and is said, not fatal."""
     global _before, _arg
     if _before is None:
         _before = frozenset(os.sched_getaffinity(0))
         _arg = ",".join(map(str, sorted(_before)))
     os.sched_setaffinity(0, cpus)
-    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (OSError, AttributeError) as exc:  # AttributeError: no SCHED_BATCH on this system
+        return f"its policy unchanged: SCHED_BATCH refused ({exc})"
+    return "SCHED_BATCH"
 
 
 def for_children() -> frozenset[int] | None:

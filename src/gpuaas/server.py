@@ -328,11 +328,11 @@ def run(options: ServerOptions, say: Callable[[str], None] = print) -> None:
     if options.cpus is not None:  # before build starts any thread: threads inherit it
         try:
             own = cpus.parse(options.cpus)
-            cpus.pin(own)
+            policy = cpus.pin(own)
         except (cpus.CpuListError, OSError) as exc:
             raise ServerError(f"--cpus {exc}") from exc
         pods = cpus.describe(cpus.for_children() or frozenset())
-        say(f"server threads on CPU {cpus.describe(own)} (SCHED_BATCH); its pods on CPU {pods}")
+        say(f"server threads on CPU {cpus.describe(own)} ({policy}); its pods on CPU {pods}")
     server = build(options, say)
     gc_policy.apply()  # after the store is loaded: the collector never walks it again
     scheme = "https" if options.tls_cert else "http"

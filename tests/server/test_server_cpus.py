@@ -131,6 +131,7 @@ def test_the_servers_threads_run_on_its_cpus_and_its_pods_on_all_it_had(
         assert len(threads) > 3  # the event loop, the group commit, the runtime's, ...
         assert {_allowed(pid, t) for t in threads} - {None} == {own}
         assert {_policy(pid, t) for t in threads} - {None} == {os.SCHED_BATCH}
+        assert f"server threads on CPU {own} (SCHED_BATCH)" in srv.log()
         with srv.client() as c:
             _setup(c)
             job = {
@@ -213,3 +214,23 @@ def test_the_ray_driver_takes_the_cpus_it_is_given_before_anything_else() -> Non
     finally:
         ours.close()  # end of its input: it ends
         assert proc.wait(timeout=20) == 0
+
+
+@pytest.mark.skipif(not ALLOWED, reason="no sched_getaffinity here")
+def test_pin_says_a_refused_policy_and_still_takes_the_cpus() -> None:
+    """Where the system refuses ``SCHED_BATCH`` (a sandbox's seccomp filter; here the call is
+    made to fail in a child of its own, which ``pin`` also binds), the CPUs are still taken and
+    the refusal is said, not raised: the policy is a gain, the CPUs are what was asked for."""
+    code = (
+        "import os, sys\n"
+        "def refused(*args): raise PermissionError(1, 'Operation not permitted')\n"
+        "os.sched_setscheduler = refused\n"
+        "from gpuaas import cpus\n"
+        f"print(cpus.pin(frozenset({{{ALLOWED[0]}}})))\n"
+        "print(sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
+    assert out[0] == "its policy unchanged: SCHED_BATCH refused ([Errno 1] Operation not permitted)"
+    assert out[1] == f"[{ALLOWED[0]}] {os.SCHED_OTHER}"

@@ -184,9 +184,12 @@ def _prepare(cgroup: str, cpus: str, workdir: str) -> str:
     if cpus:  # the server was pinned (``gpuaas.cpus``): its CPUs and its policy are not ours
         try:
             os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         except (OSError, ValueError) as exc:
             return f"cannot run on CPUs {cpus}: {exc}"
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except OSError as exc:
+            return f"cannot take the default scheduling policy (SCHED_OTHER): {exc}"
     if workdir:
         try:
             os.chdir(workdir)
