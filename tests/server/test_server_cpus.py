@@ -234,3 +234,34 @@ def test_pin_says_a_refused_policy_and_still_takes_the_cpus() -> None:
     ).stdout.splitlines()
     assert out[0] == "its policy unchanged: SCHED_BATCH refused ([Errno 1] Operation not permitted)"
     assert out[1] == f"[{ALLOWED[0]}] {os.SCHED_OTHER}"
+
+
+@pytest.mark.skipif(not ALLOWED, reason="no sched_getaffinity here")
+@pytest.mark.parametrize(
+    ("start", "says"),
+    [
+        # the server's SCHED_BATCH was refused: the pod has nothing to undo and starts
+        ("SCHED_OTHER", ""),
+        # it took, and the pod cannot leave it: the pod's own problem, said (exit 126)
+        ("SCHED_BATCH", "cannot take the default scheduling policy (SCHED_OTHER): "
+                        "[Errno 1] Operation not permitted"),
+    ],
+)  # fmt: skip
+def test_a_pods_leader_leaves_the_servers_policy_only_where_it_has_it(
+    start: str, says: str
+) -> None:
+    """``pod_init`` takes ``SCHED_OTHER`` back only from another policy: where the system
+    refuses the call (here made to fail, in a child of its own) a server whose ``SCHED_BATCH``
+    was refused still starts its pods."""
+    code = (
+        "import os\n"
+        f"os.sched_setscheduler(0, os.{start}, os.sched_param(0))\n"
+        "def refused(*args): raise PermissionError(1, 'Operation not permitted')\n"
+        "os.sched_setscheduler = refused\n"
+        "from gpuaas.runtimes import pod_init\n"
+        f"print(repr(pod_init._prepare('', '{ALLOWED[0]}', '')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
+    assert out == repr(says)

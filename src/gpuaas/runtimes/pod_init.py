@@ -186,8 +186,9 @@ def _prepare(cgroup: str, cpus: str, workdir: str) -> str:
             os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
         except (OSError, ValueError) as exc:
             return f"cannot run on CPUs {cpus}: {exc}"
-        try:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        try:  # not asked where the server's SCHED_BATCH was refused: nothing to undo then
+            if os.sched_getscheduler(0) != os.SCHED_OTHER:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         except OSError as exc:
             return f"cannot take the default scheduling policy (SCHED_OTHER): {exc}"
     if workdir:

@@ -438,7 +438,8 @@ def _child(fd: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[2]:  # before anything starts a thread (gpuaas.cpus)
         os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:  # the server's SCHED_BATCH, if it took
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     _child(int(sys.argv[1]))
 
 
