@@ -141,6 +141,9 @@ async def _execute(srv: ServerProcess, kernel: str, cookie: str, code: str) -> s
         "content": {"code": code, "silent": False, "store_history": False,
                     "user_expressions": {}, "allow_stdin": False},
     }  # fmt: skip
+    # The kernel's stdout may come in several stream messages ("42", then "\n": ipykernel
+    # flushes on a timer): everything the request printed, up to its kernel going idle.
+    text = ""
     async with websockets.connect(url, additional_headers={"Cookie": cookie}) as ws:
         await ws.send(json.dumps(request))
         async with asyncio.timeout(60):
@@ -149,7 +152,9 @@ async def _execute(srv: ServerProcess, kernel: str, cookie: str, code: str) -> s
                 if msg.get("parent_header", {}).get("msg_id") != msg_id:
                     continue
                 if msg["msg_type"] == "stream":
-                    return str(msg["content"]["text"])
+                    text += str(msg["content"]["text"])
+                elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    return text
 
 
 def test_another_tenant_is_refused(ready: tuple[ServerProcess, str, str]) -> None:
