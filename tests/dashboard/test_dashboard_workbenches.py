@@ -80,7 +80,25 @@ def test_new_workbench_queues_then_runs_when_a_gpu_frees(
     page.wait_for_function(f"() => {position}?.textContent.trim() === '1 / 1'", timeout=10_000)
     assert "insufficient unused quota" in second.locator(".why").inner_text()
     page.screenshot(path=str(artifacts / "workbenches-queued.png"), full_page=True)
-    first.locator("[data-stop]").click()
+    # Stop, clicked in the same task as a fresh render (as a live update can land between a
+    # press and its release): a page rendered again keeps the elements it shows unchanged, and
+    # a click on one rendered anew still acts (handlers are on the document, not bound after).
+    kept, replaced = page.evaluate(
+        """() => {
+          const stop = () => document.querySelector('tr[data-wb="ds/first"] [data-stop]');
+          const before = stop();
+          window.dispatchEvent(new HashChangeEvent("hashchange"));  // render() again
+          const kept = stop() === before;
+          const name = document.getElementById("wb-name");  // the form's markup changes
+          name.value = "typed";
+          name.dispatchEvent(new Event("input", { bubbles: true }));
+          window.dispatchEvent(new HashChangeEvent("hashchange"));  // all of it anew
+          const after = stop();
+          after.click();
+          return [kept, after !== before];
+        }"""
+    )
+    assert kept and replaced
     first.locator(".badge.wb-Stopped").wait_for(timeout=20_000)
     second.locator(".badge.wb-Running").wait_for(timeout=20_000)
     page.screenshot(path=str(artifacts / "workbenches-admitted.png"), full_page=True)

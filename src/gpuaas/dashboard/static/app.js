@@ -189,6 +189,7 @@ function logout(message) {
   setLive(false);
   $("#live").textContent = "offline";
   $("#view").innerHTML = "";
+  shown = null;
   showLogin(message);
 }
 async function login(token) {
@@ -251,6 +252,7 @@ function route() {
   const page = PAGES[parts[0]] ? parts[0] : "overview";
   return { page, args: parts.slice(1) };
 }
+let shown = null; // the markup #view holds, as render() last put it there
 function render() {
   const s = state.summary;
   if (!s) return;
@@ -259,13 +261,20 @@ function render() {
     a.classList.toggle("active", a.dataset.page === page || (page === "workload" && a.dataset.page === "workloads"));
   }
   renderBanner();
-  const focus = document.activeElement && document.activeElement.id;
-  const caret = focus && document.activeElement.selectionStart;
-  $("#view").innerHTML = PAGES[page](s, args);
-  if (focus && document.getElementById(focus)) {
-    const el = document.getElementById(focus);
-    el.focus();
-    if (caret !== null && caret !== undefined && el.setSelectionRange) el.setSelectionRange(caret, caret);
+  const html = PAGES[page](s, args);
+  // Markup the view shows already is not put in again: a page is rendered on every live update
+  // and refresh, mostly unchanged, and replacing its elements between a button's press and its
+  // release loses that click.
+  if (html !== shown) {
+    const focus = document.activeElement && document.activeElement.id;
+    const caret = focus && document.activeElement.selectionStart;
+    $("#view").innerHTML = html;
+    shown = html;
+    if (focus && document.getElementById(focus)) {
+      const el = document.getElementById(focus);
+      el.focus();
+      if (caret !== null && caret !== undefined && el.setSelectionRange) el.setSelectionRange(caret, caret);
+    }
   }
   for (const el of document.querySelectorAll("[data-key]")) {
     if (state.changed.has(el.dataset.key)) el.classList.add(el.dataset.state === "Admitted" ? "flash" : "flash-red");

@@ -79,7 +79,6 @@ export function workbenchPages(ctx) {
     const nss = cache.namespaces || (p && !p.admin ? [...p.namespaces] : []);
     if (!form.namespace && nss.length) form.namespace = nss[0];
     if (!form.profile && profiles.length) form.profile = `${profiles[0].metadata.namespace}/${profiles[0].metadata.name}`;
-    setTimeout(bindForm);
     const options = (items, selected) => items.map(([value, label]) => `<option value="${h(value)}" ${value === selected ? "selected" : ""}>${h(label)}</option>`).join("");
     const formHtml = `<form id="wb-form" class="card wb-form">
       <h2>New workbench</h2>
@@ -129,49 +128,57 @@ export function workbenchPages(ctx) {
     }
   }
 
-  function bindForm() {
-    const el = document.getElementById("wb-form");
-    if (!el) return;
-    for (const input of el.querySelectorAll("input, select")) input.oninput = readForm;
-    el.onsubmit = async (e) => {
-      e.preventDefault();
-      readForm();
-      const [pns, pname] = form.profile.split("/");
-      const container = { name: form.name, image: form.image || DEFAULT_IMAGE };
-      if (form.command) container.command = ["/bin/sh", "-c", form.command];
-      const doc = {
-        apiVersion: "kubeflow.org/v1", kind: "Notebook",
-        metadata: { name: form.name, namespace: form.namespace, annotations: pname ? { [NAME_ANN]: pname, [NS_ANN]: pns } : {} },
-        spec: { template: { spec: { containers: [container] } } },
-      };
-      form.busy = true; form.error = "";
-      try {
-        await call("POST", `${NB}/namespaces/${encodeURIComponent(form.namespace)}/notebooks`, doc);
-        form.name = ""; form.command = "";
-      } catch (err) {
-        form.error = err.message;
-      } finally {
-        form.busy = false;
-        await refresh();
-      }
-    };
-    const patch = (key, value) => {
-      const [ns, name] = key.split("/");
-      return call("PATCH", `${NB}/namespaces/${ns}/notebooks/${name}`, { metadata: { annotations: { [STOPPED]: value } } }, "application/merge-patch+json");
-    };
-    const act = (attr, fn) => {
-      for (const b of document.querySelectorAll(`[${attr}]`)) b.onclick = async () => {
-        try { await fn(b.getAttribute(attr)); } catch (err) { cache.error = err.message; }
-        await refresh();
-      };
-    };
-    act("data-stop", (key) => patch(key, new Date().toISOString()));
-    act("data-start", (key) => patch(key, null));
-    act("data-delete", (key) => {
+  // Bound once, on the document, never on the rendered elements: the page is rendered again on
+  // every live update and every refresh, and handlers set on the new elements after a render
+  // (a timer later) left a moment in which a click on Stop, or Create (a native form submit),
+  // found none and was lost.
+  const patch = (key, value) => {
+    const [ns, name] = key.split("/");
+    return call("PATCH", `${NB}/namespaces/${ns}/notebooks/${name}`, { metadata: { annotations: { [STOPPED]: value } } }, "application/merge-patch+json");
+  };
+  const actions = {
+    "data-stop": (key) => patch(key, new Date().toISOString()),
+    "data-start": (key) => patch(key, null),
+    "data-delete": (key) => {
       const [ns, name] = key.split("/");
       return call("DELETE", `${NB}/namespaces/${ns}/notebooks/${name}`);
-    });
-  }
+    },
+  };
+  document.addEventListener("click", async (e) => {
+    for (const [attr, fn] of Object.entries(actions)) {
+      const b = e.target instanceof Element ? e.target.closest(`#workbenches [${attr}]`) : null;
+      if (!b) continue;
+      try { await fn(b.getAttribute(attr)); } catch (err) { cache.error = err.message; }
+      await refresh();
+      return;
+    }
+  });
+  document.addEventListener("input", (e) => {
+    if (e.target instanceof Element && e.target.closest("#wb-form")) readForm();
+  });
+  document.addEventListener("submit", async (e) => {
+    if (!(e.target instanceof Element) || e.target.id !== "wb-form") return;
+    e.preventDefault();
+    readForm();
+    const [pns, pname] = form.profile.split("/");
+    const container = { name: form.name, image: form.image || DEFAULT_IMAGE };
+    if (form.command) container.command = ["/bin/sh", "-c", form.command];
+    const doc = {
+      apiVersion: "kubeflow.org/v1", kind: "Notebook",
+      metadata: { name: form.name, namespace: form.namespace, annotations: pname ? { [NAME_ANN]: pname, [NS_ANN]: pns } : {} },
+      spec: { template: { spec: { containers: [container] } } },
+    };
+    form.busy = true; form.error = "";
+    try {
+      await call("POST", `${NB}/namespaces/${encodeURIComponent(form.namespace)}/notebooks`, doc);
+      form.name = ""; form.command = "";
+    } catch (err) {
+      form.error = err.message;
+    } finally {
+      form.busy = false;
+      await refresh();
+    }
+  });
 
   function countText(v) { return v === undefined || v === null ? "—" : String(v); }
 
