@@ -139,3 +139,43 @@ def test_bad_token_is_refused_at_login(browser: Any, server: ServerProcess) -> N
     page.click("#login-submit")
     page.locator("#login-error", has_text="unknown token").wait_for(timeout=5_000)
     assert page.locator("#login").is_visible()
+
+
+def test_workload_filters_act_even_on_a_page_rendered_that_moment(
+    browser: Any, server: ServerProcess
+) -> None:
+    """The Workloads toolbar: typing filters the rows by name, a state button by state. Each is
+    done in the same task as a render that replaced the toolbar (as a live update can land
+    between a press and its release): the handlers are on the document, so nothing is lost."""
+    with server.client() as c:
+        apply_seed(c, "setup.yaml", "team-b-job.yaml")
+    page = open_dashboard(browser, server, server.admin_token)
+    page.goto(server.url + "/#/workloads")
+    row(page, "team-b/team-b-job").locator(".badge.Admitted").wait_for(timeout=5_000)
+    with server.client() as c:
+        apply_seed(c, "team-a-job.yaml")
+    row(page, "team-b/team-b-job").locator(".badge.Evicted").wait_for(timeout=10_000)
+    replaced = page.evaluate(
+        """() => {
+          const before = document.querySelector('[data-filter="Admitted"]');
+          const search = document.getElementById("wl-search");
+          search.value = "team-";  // the toolbar's markup changes: rendered anew
+          search.dispatchEvent(new Event("input", { bubbles: true }));
+          const after = document.querySelector('[data-filter="Admitted"]');
+          after.click();
+          return after !== before;
+        }"""
+    )
+    assert replaced
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#workloads tbody tr')].map(r => r.dataset.key)"
+        ".join() === 'team-a/team-a-job'",
+        timeout=10_000,
+    )
+    page.fill("#wl-search", "team-b")
+    page.click('[data-filter="all"]')
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#workloads tbody tr')].map(r => r.dataset.key)"
+        ".join() === 'team-b/team-b-job'",
+        timeout=10_000,
+    )

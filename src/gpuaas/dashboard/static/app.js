@@ -452,7 +452,6 @@ function renderWorkloads(s) {
   const counts = {};
   for (const w of s.workloads) counts[w.state] = (counts[w.state] || 0) + 1;
   const filters = ["all", ...STATE_ORDER.filter((x) => counts[x])].map((x) => `<button class="filter ${f.state === x ? "on" : ""}" data-filter="${x}">${x === "all" ? `All ${s.workloads.length}` : `${x} ${counts[x]}`}</button>`).join("");
-  setTimeout(bindWorkloadToolbar);
   return `<div class="page-head"><h1>Workloads</h1></div>
   <div class="card"><div class="toolbar"><input id="wl-search" placeholder="filter by name, namespace or queue" value="${h(f.text)}">${filters}</div>
   ${rows.length ? `<div class="table-wrap"><table id="workloads"><thead><tr><th>Namespace</th><th>Name</th><th>Queue</th><th>Status</th><th>Priority</th><th>Flavors</th><th>Preempted by / reason</th><th class="num">Position</th><th>Why pending</th></tr></thead><tbody>
@@ -477,10 +476,16 @@ function checksWaiting(w) {
   const open = w.admissionChecks.filter((c) => c.state !== "Ready").map((c) => `${c.name} (${c.state})`);
   return `quota reserved; waiting for admission checks: ${open.join(", ")}`;
 }
+// The toolbar's handlers are on the document, bound once (at boot), like the workbench page's:
+// bound on each render's elements a timer later, a click in between was lost.
 function bindWorkloadToolbar() {
-  const input = $("#wl-search");
-  if (input) input.oninput = () => { state.filter.text = input.value; render(); };
-  for (const b of document.querySelectorAll("[data-filter]")) b.onclick = () => { state.filter.state = b.dataset.filter; render(); };
+  document.addEventListener("input", (e) => {
+    if (e.target instanceof Element && e.target.id === "wl-search") { state.filter.text = e.target.value; render(); }
+  });
+  document.addEventListener("click", (e) => {
+    const b = e.target instanceof Element ? e.target.closest("[data-filter]") : null;
+    if (b) { state.filter.state = b.dataset.filter; render(); }
+  });
 }
 
 function renderWorkloadDetail(s, [ns, name]) {
@@ -650,6 +655,7 @@ function renderGpus(s) {
 // ---------------------------------------------------------------- boot
 $("#login-form").addEventListener("submit", (e) => { e.preventDefault(); login($("#token").value.trim()); });
 $("#logout").addEventListener("click", () => logout());
+bindWorkloadToolbar();
 window.addEventListener("hashchange", () => {
   if (route().page !== "workload") state.detail = null;
   state.changed = new Set(); state.freshEvents = new Set(); render();
