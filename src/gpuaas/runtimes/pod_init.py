@@ -173,6 +173,26 @@ def _record(exit_path: str, code: int) -> int:
     return code
 
 
+def take_back(cpus: str) -> str:
+    """Leave a pinned server's CPUs and policy (``gpuaas.cpus``) for ``cpus``, those it had
+    before (its ``child_arg``; "" where it was not pinned: nothing to do) and the default
+    policy; the problem, or ''. A workload's first step: the pod's leader here, the Ray driver.
+    The policy is not asked for where the server's ``SCHED_BATCH`` was refused: nothing to undo
+    then, and the same refusal would fail every pod."""
+    if not cpus:
+        return ""
+    try:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+    except (OSError, ValueError) as exc:
+        return f"cannot run on CPUs {cpus}: {exc}"
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except OSError as exc:
+        return f"cannot take the default scheduling policy (SCHED_OTHER): {exc}"
+    return ""
+
+
 def _prepare(cgroup: str, cpus: str, workdir: str) -> str:
     """Join the pod's cgroup, take its CPUs and enter its working directory; the problem, or ''."""
     if cgroup:
@@ -181,16 +201,9 @@ def _prepare(cgroup: str, cpus: str, workdir: str) -> str:
                 fh.write(str(os.getpid()))
         except OSError as exc:
             return f"cannot join cgroup {cgroup}: {exc.strerror or exc}"
-    if cpus:  # the server was pinned (``gpuaas.cpus``): its CPUs and its policy are not ours
-        try:
-            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-        except (OSError, ValueError) as exc:
-            return f"cannot run on CPUs {cpus}: {exc}"
-        try:  # not asked where the server's SCHED_BATCH was refused: nothing to undo then
-            if os.sched_getscheduler(0) != os.SCHED_OTHER:
-                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        except OSError as exc:
-            return f"cannot take the default scheduling policy (SCHED_OTHER): {exc}"
+    problem = take_back(cpus)
+    if problem:
+        return problem
     if workdir:
         try:
             os.chdir(workdir)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -45,6 +44,7 @@ from gpuaas.runtimes.base import (
     RuntimeUnavailable,
     WorkloadRun,
 )
+from gpuaas.runtimes.pod_init import take_back
 from gpuaas.runtimes.ray_nodes import RayNode
 from gpuaas.runtimes.ray_records import RunDir
 
@@ -436,10 +436,10 @@ def _child(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[2]:  # before anything starts a thread (gpuaas.cpus)
-        os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
-        if os.sched_getscheduler(0) != os.SCHED_OTHER:  # the server's SCHED_BATCH, if it took
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    # before anything starts a thread: the server's CPUs and policy are not the workload's
+    problem = take_back(sys.argv[2] if len(sys.argv) > 2 else "")
+    if problem:
+        raise SystemExit(f"ray_driver: {problem}")
     _child(int(sys.argv[1]))
 
 
