@@ -110,10 +110,12 @@ def test_namespace_token_summary_is_filtered(plain_server: ServerProcess) -> Non
     assert s["principal"] == {"name": "team-b", "admin": False, "namespaces": ["team-b"]}
 
 
-def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> None:
+def test_stream_pushes_a_change_as_a_patch(plain_server: ServerProcess) -> None:
+    """A change reaches an open stream as a patch of the summary it sent. How soon is a speed,
+    measured by ``bench/dashboard_push.py``, not asserted here."""
     with plain_server.client() as c:
         apply_seed(c, "setup.yaml", "team-b-job.yaml")
-    got: list[tuple[float, dict[str, Any]]] = []
+    got: list[dict[str, Any]] = []
     kinds: list[str] = []
     ready = threading.Event()
 
@@ -129,27 +131,24 @@ def test_stream_pushes_a_change_within_a_second(plain_server: ServerProcess) -> 
                 elif line.startswith("data:"):
                     data = json.loads(line[5:])
                     if kinds[-1] == "patch":  # what the dashboard shows after it
-                        data = apply_patch(got[-1][1], data)
-                    got.append((time.monotonic(), data))
+                        data = apply_patch(got[-1], data)
+                    got.append(data)
                     ready.set()
                     if any(
                         by_key(s).get("team-a/team-a-job", {}).get("state") == "Admitted"
-                        for _, s in got
+                        for s in got
                     ):
                         return
 
     t = threading.Thread(target=listen, daemon=True)
     t.start()
     assert ready.wait(10), "no initial summary on the stream"
-    assert by_key(got[0][1])["team-b/team-b-job"]["state"] == "Admitted"
+    assert by_key(got[0])["team-b/team-b-job"]["state"] == "Admitted"
     with plain_server.client() as c:
-        started = time.monotonic()
         apply_seed(c, "team-a-job.yaml")
     t.join(10)
     assert not t.is_alive(), "the stream never showed team-a-job admitted"
-    first = next(when for when, s in got if "team-a/team-a-job" in by_key(s))
-    assert first - started < 1.0, f"the change was pushed {first - started:.2f}s after it"
-    assert by_key(got[-1][1])["team-b/team-b-job"]["state"] == "Evicted"
+    assert by_key(got[-1])["team-b/team-b-job"]["state"] == "Evicted"
     # the whole summary once, then only what changed
     assert kinds[0] == "summary" and set(kinds[1:]) == {"patch"}
 

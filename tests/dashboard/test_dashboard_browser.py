@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,14 @@ def open_dashboard(browser: Any, server: ServerProcess, token: str) -> Any:
     return page
 
 
+# How many times the page asked for the whole summary: at sign-in, and then only as its
+# fallback while the live stream is down.
+SUMMARY_FETCHES = (
+    "performance.getEntriesByType('resource')"
+    ".filter((e) => new URL(e.name).pathname.endsWith('/dashboard/summary')).length"
+)
+
+
 def row(page: Any, key: str) -> Any:
     return page.locator(f'tr[data-key="{key}"]')
 
@@ -40,20 +47,22 @@ def test_preemption_shows_live_without_reload(
     b = row(page, "team-b/team-b-job")
     b.locator(".badge.Admitted").wait_for(timeout=5_000)
     page.evaluate("window.__sameDocument = true")  # a reload would drop this
+    fetched = page.evaluate(SUMMARY_FETCHES)  # the sign-in's
 
     with server.client() as c:
-        started = time.monotonic()
         apply_seed(c, "team-a-job.yaml")
     a = row(page, "team-a/team-a-job")
     a.wait_for(timeout=5_000)
-    elapsed = time.monotonic() - started  # the new Job is on the page
+    # It came down the live stream: the page never fell back to polling the summary (how soon
+    # a change is pushed is measured by bench/dashboard_push.py, not asserted here).
+    assert page.evaluate(SUMMARY_FETCHES) == fetched, "the page polled /dashboard/summary"
+    assert page.locator("#live.on").count() == 1
     # team-b's pods are stopped by the local runtime first, then team-a-job is admitted
     a.locator(".badge.Admitted").wait_for(timeout=10_000)
     b.locator(".badge.Evicted").wait_for(timeout=10_000)
     page.screenshot(path=str(artifacts / "02-workloads-preempted.png"), full_page=True)
 
     assert page.evaluate("window.__sameDocument") is True, "the page reloaded"
-    assert elapsed < 1.5, f"the page showed the new Job {elapsed:.2f}s after the request"
     b_text = b.inner_text()
     assert "Evicted" in b_text and "Pending" in b_text
     assert "team-a/team-a-job" in b_text  # preempted by

@@ -72,27 +72,29 @@ def test_retry_succeeds_within_backoff_limit(runtime: LocalRuntime, tmp_path: Pa
 def test_failure_past_backoff_stops_the_other_pods(runtime: LocalRuntime) -> None:
     pods = [sh("exit 1", "w-0"), PodSpec("w-1", ("sleep", "30"), termination_grace_seconds=1)]
     runtime.start("ns/w", pods, backoff_limit=0)
-    started = time.monotonic()
     failed, _ = wait_for(runtime, EventKind.FAILED, "ns/w")
-    assert time.monotonic() - started < 6
-    assert "143" in failed.message  # the sleeper got SIGTERM
+    assert "exit codes [1, 143]" in failed.message  # the sleeper got SIGTERM, not 30 s to run
 
 
 def test_stop_ignoring_sigterm_is_killed_after_grace(runtime: LocalRuntime) -> None:
+    # How each pod ended is read from its exit code, not from a clock: 143 is SIGTERM, 137 is
+    # SIGKILL. The polite pod's grace is an hour, so its Stopped within wait_for's deadline
+    # says it stopped on SIGTERM, not at the end of its grace.
     stubborn = sh("trap '' TERM; echo ready; sleep 30", "s-0", termination_grace_seconds=1.0)
-    polite = PodSpec("p-0", ("sleep", "30"), termination_grace_seconds=20.0)
+    polite = PodSpec("p-0", ("sleep", "30"), termination_grace_seconds=3600.0)
     runtime.start("ns/stubborn", [stubborn])
     runtime.start("ns/polite", [polite])
     _wait_log(runtime, "ns/stubborn", "ready")
     started = time.monotonic()
     assert runtime.stop("ns/stubborn") and runtime.stop("ns/polite")
     assert runtime.running()["ns/stubborn"].pods[0].phase == "Terminating"
-    wait_for(runtime, EventKind.STOPPED, "ns/polite")
-    polite_s = time.monotonic() - started
-    wait_for(runtime, EventKind.STOPPED, "ns/stubborn")
-    stubborn_s = time.monotonic() - started
-    assert polite_s < 3.0, "a pod that exits on SIGTERM stops at once, not after its grace"
-    assert 0.9 <= stubborn_s < 6.0, "SIGKILL comes after terminationGracePeriodSeconds"
+    polite_stopped, _ = wait_for(runtime, EventKind.STOPPED, "ns/polite")
+    stubborn_stopped, _ = wait_for(runtime, EventKind.STOPPED, "ns/stubborn")
+    # A lower bound only (a loaded machine makes it later, never earlier): the SIGKILL waited
+    # for terminationGracePeriodSeconds.
+    assert time.monotonic() - started >= 0.9, "SIGKILL came before terminationGracePeriodSeconds"
+    assert "exit codes [143]" in polite_stopped.message, polite_stopped.message
+    assert "exit codes [137]" in stubborn_stopped.message, stubborn_stopped.message
     assert runtime.gpu_owners() == {}
 
 
@@ -106,10 +108,12 @@ def _alive(pid: int) -> bool:
 def test_stop_kills_what_outlives_the_leader_before_saying_stopped(runtime: LocalRuntime) -> None:
     # The child ignores SIGTERM, the pod's main process exits on it. As when a container's main
     # process exits, the rest is killed; Stopped comes only once the child is gone too.
-    script = "(trap '' TERM; exec sleep 30) & echo $! > child.pid; wait"
+    # The child and the pod's grace last an hour: a child not killed when the main process
+    # exits is still alive at the deadline.
+    script = "(trap '' TERM; exec sleep 3600) & echo $! > child.pid; wait"
     workdir = str(runtime._dir.root)
     pod = PodSpec(
-        "t-0", ("sh", "-c", script), gpus=1, termination_grace_seconds=30.0, working_dir=workdir
+        "t-0", ("sh", "-c", script), gpus=1, termination_grace_seconds=3600.0, working_dir=workdir
     )
     runtime.start("ns/tree", [pod])
     pid_file = runtime._dir.root / "child.pid"
@@ -118,7 +122,7 @@ def test_stop_kills_what_outlives_the_leader_before_saying_stopped(runtime: Loca
         assert time.monotonic() < deadline
         time.sleep(0.02)
     child = int(pid_file.read_text())
-    started = time.monotonic()
+    deadline = time.monotonic() + 20
     runtime.stop("ns/tree")
     while True:
         events = runtime.poll()
@@ -128,17 +132,21 @@ def test_stop_kills_what_outlives_the_leader_before_saying_stopped(runtime: Loca
             break
         if alive:
             assert runtime.gpu_owners() == {0: ("ns/tree", "t-0")}
-        assert time.monotonic() - started < 5, "the leftover child was not killed"
+        assert time.monotonic() < deadline, "the leftover child was not killed"
         time.sleep(0.01)
     assert runtime.gpu_owners() == {}
 
 
 def test_stop_with_grace_zero_kills_at_once(runtime: LocalRuntime) -> None:
-    runtime.start("ns/w", [sh("trap '' TERM; sleep 30", termination_grace_seconds=30)])
-    started = time.monotonic()
+    # The pod ignores SIGTERM and has an hour of grace: only a SIGKILL at once (137) stops it
+    # within wait_for's deadline.
+    runtime.start(
+        "ns/w", [sh("trap '' TERM; echo ready; sleep 30", termination_grace_seconds=3600)]
+    )
+    _wait_log(runtime, "ns/w", "ready")
     runtime.stop("ns/w", grace_seconds=0)
-    wait_for(runtime, EventKind.STOPPED, "ns/w")
-    assert time.monotonic() - started < 5.0
+    stopped, _ = wait_for(runtime, EventKind.STOPPED, "ns/w")
+    assert "exit codes [137]" in stopped.message, stopped.message
 
 
 def test_requeue_increments_restart_count(runtime: LocalRuntime) -> None:

@@ -115,11 +115,11 @@ def test_launcher_records_ports_and_stops_every_process(
         escaped = [p for p in _session(sids) if os.getpgid(p.pid) not in sids]
         assert len(escaped) == 2  # one "core worker" per node, outside the pod's group
         # 2. a stop: every process of both pods is gone before the runtime says Stopped
-        started = time.monotonic()
         runtime.stop(KEY)
         event, _ = wait_for(runtime, EventKind.STOPPED, KEY, timeout=15)
-        assert time.monotonic() - started < 2 + 1.5  # within the grace period, and then some
-        assert "[143, 143]" in event.message  # the launchers ended, not the runtime's SIGKILL
+        # both launchers ended on the SIGTERM within their grace: past it, the runtime's
+        # SIGKILL would have made them 137 (the exit codes say it, not a clock)
+        assert "[143, 143]" in event.message, event.message
         assert _session(sids) == []
         assert read_states(ray_dir) == {}
         assert not any(t.exists() for t in temps)
