@@ -246,7 +246,7 @@ def test_shutdown_leaves_nothing(make_runtime: MakeRuntime) -> None:
     assert os.listdir(runtime._dir.pods_dir("ns/w0")) == []
 
 
-def _wait_log(runtime: LocalRuntime, key: str, text: str, timeout: float = 5.0) -> None:
+def _wait_log(runtime: LocalRuntime, key: str, text: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any(text in line for line in runtime.logs(key)):

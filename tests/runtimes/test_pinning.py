@@ -43,8 +43,9 @@ def live_pinning(runtime: LocalRuntime) -> dict[int, list[str]]:
 def _environ(leader: int) -> dict[str, str] | None:
     """The environment of the pod's command (its leader's child, once it carries the pod's
     token): the child may not exist yet, and until it execs the command it is a copy of the
-    leader, with the launcher's environment, so wait for both."""
-    deadline = time.monotonic() + 2
+    leader, with the launcher's environment, so wait for both (a deadline for a loaded machine:
+    it is seldom more than a few milliseconds)."""
+    deadline = time.monotonic() + 10
     while True:
         try:
             children = psutil.Process(leader).children()
