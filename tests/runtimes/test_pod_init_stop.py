@@ -1,4 +1,5 @@
-"""A stop that comes while a pod's leader (``pod_init``) prepares is never lost.
+"""A stop that comes while a pod's leader (``pod_init``, a Ray pod's ``ray_podproc``) prepares
+is never lost.
 
 The runtime stops a pod by signalling its process group. While the leader prepares (cgroup,
 CPUs, directory), before its command exists, that group is the leader alone: a SIGTERM then
@@ -51,4 +52,41 @@ def test_a_stop_before_the_command_exists_still_stops_it(tmp_path: Path, when: s
     assert done.returncode == 143, done.stderr
     assert exit_file.read_text() == "143\n"
     if when == "preparing":  # stopped before it started: the command never ran
+        assert not marker.exists()
+
+
+PODPROC = """
+import os, signal, subprocess, sys
+from gpuaas.runtimes import pod_init, ray_podproc
+
+when, marker = sys.argv[1:3]
+def stop_once(real):
+    def call(*args, **kwargs):
+        if not getattr(call, "done", False):
+            call.done = True
+            os.killpg(0, signal.SIGTERM)
+        return real(*args, **kwargs)
+    return call
+if when == "preparing":
+    pod_init.become_subreaper = stop_once(pod_init.become_subreaper)
+else:
+    subprocess.Popen = stop_once(subprocess.Popen)
+sys.exit(ray_podproc.main(["--", "sh", "-c", f"touch {marker}; exec sleep 60"]))
+"""
+
+
+@pytest.mark.parametrize("when", ["preparing", "spawning"])
+def test_a_ray_pods_leader_passes_on_a_stop_that_came_before_its_command(
+    tmp_path: Path, when: str
+) -> None:
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [sys.executable, "-c", PODPROC, when, str(marker)],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 143, done.stderr
+    if when == "preparing":
         assert not marker.exists()
