@@ -4,21 +4,12 @@ soon (the figure, not asserted: no wall-clock assertions)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "dashboard_push.py"
+from bench_run import run_bench
 
 
 def test_dashboard_push_bench_prints_its_figures() -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--changes", "5", "--streams", "2", "--gap", "0.05"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    ).stdout
+    out = run_bench("dashboard_push.py", "--changes", "5", "--streams", "2", "--gap", "0.05")
     lines = out.splitlines()
     assert lines[0] == "dashboard push: 5 creates, 2 stream(s) open, up to 0.05 s apart", out
     assert lines[1].strip().startswith("machine speed:")

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "deletes.py"
+from bench_run import run_bench
 
 
 def test_deletes_bench_prints_its_figures() -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--workloads", "40", "--clients", "8"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    ).stdout
+    out = run_bench("deletes.py", "--workloads", "40", "--clients", "8")
     lines = out.splitlines()
     assert lines[0] == "Deletes: 40 admitted Workloads deleted from 8 connections at once", out
     assert lines[1].strip().startswith("machine speed:")

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "multicluster.py"
+from bench_run import run_bench
+
 SERVERS = ("hub", "w1", "w2", "w3")
 
 
 def test_multicluster_bench_admits_every_job_and_prints_its_figures(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--jobs", "6", "--generator", "processes",
-         "--keep", str(tmp_path)],
-        capture_output=True, text=True, timeout=240, check=True,
-    ).stdout  # fmt: skip
+    out = run_bench(
+        "multicluster.py",
+        "--jobs",
+        "6",
+        "--generator",
+        "processes",
+        "--keep",
+        str(tmp_path),
+        timeout=240,
+    )
     assert "admitted through the hub: 6/6 in" in out, out
     assert "hub create -> worker pod started: 6/6 seen" in out, out
     assert "never seen Admitted" not in out

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "pod_start.py"
+from bench_run import run_bench
 
 
 def test_pod_start_bench_prints_both_modes(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--pods", "3", "--repeat", "1", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = run_bench(
+        "pod_start.py", "--pods", "3", "--repeat", "1", "--dir", str(tmp_path), timeout=120
+    )
     lines = out.splitlines()
     assert lines[1].strip().startswith("machine speed:")
     assert lines[2].strip().startswith(f"disk: a new file in {tmp_path} costs "), out
