@@ -81,10 +81,13 @@ def test_stop_ignoring_sigterm_is_killed_after_grace(runtime: LocalRuntime) -> N
     # SIGKILL. The polite pod's grace is an hour, so its Stopped within wait_for's deadline
     # says it stopped on SIGTERM, not at the end of its grace.
     stubborn = sh("trap '' TERM; echo ready; sleep 30", "s-0", termination_grace_seconds=1.0)
-    polite = PodSpec("p-0", ("sleep", "30"), termination_grace_seconds=3600.0)
+    polite = sh("echo ready; exec sleep 30", termination_grace_seconds=3600.0)
     runtime.start("ns/stubborn", [stubborn])
     runtime.start("ns/polite", [polite])
+    # Both commands run before the stop, so both get the SIGTERM itself (a stop before a
+    # command exists ends the pod at SIGTERM's default: tests/runtimes/test_pod_init_stop.py).
     _wait_log(runtime, "ns/stubborn", "ready")
+    _wait_log(runtime, "ns/polite", "ready")
     started = time.monotonic()
     assert runtime.stop("ns/stubborn") and runtime.stop("ns/polite")
     assert runtime.running()["ns/stubborn"].pods[0].phase == "Terminating"

@@ -1,92 +1,98 @@
-"""A stop that comes while a pod's leader (``pod_init``, a Ray pod's ``ray_podproc``) prepares
-is never lost.
+"""A stop that comes as a pod's leader (``pod_init``, a Ray pod's ``ray_podproc``) starts its
+command is never lost.
 
-The runtime stops a pod by signalling its process group. While the leader prepares (cgroup,
-CPUs, directory), before its command exists, that group is the leader alone: a SIGTERM then
-was handled as a forward to no one, and the command, started a moment later, ran on until the
-runtime's SIGKILL at the end of its grace period. Each case runs the leader in a child process
-of its own session and sends the signal at an exact point (the leader's own steps, patched in
-that child), so the race is made, not waited for.
+The runtime stops a pod by signalling its process group, whose leader starts the command. The
+leaders used to take over SIGTERM (``pod_init`` to pass it on, ``ray_podproc`` to ignore it)
+before the command existed: a stop in between reached the leader alone, which had no one to pass
+it to, and the command, created a moment later, ran until the SIGKILL at the end of its grace
+period. Each case runs a leader in a child process of its own session (its group is the pod's)
+and sends the group SIGTERM at an exact point, by wrapping the leader's own call that creates
+the command, so the race is made, not waited for. The leader must end promptly either way; it
+has ended at SIGTERM's default and the command never ran, or the command got it too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-LEADER = """
+POD_INIT = """
 import os, signal, sys
 from gpuaas.runtimes import pod_init
 
 when, exit_file, marker = sys.argv[1:4]
-if when == "preparing":  # the runtime's stop lands while the leader prepares
-    prepare = pod_init._prepare
-    def _prepare(*args):
+spawn = os.posix_spawnp
+def posix_spawnp(*args, **kwargs):
+    if when == "before":
         os.killpg(0, signal.SIGTERM)
-        return prepare(*args)
-    pod_init._prepare = _prepare
-else:  # ... or as the command is being created, before it is in the group
-    spawn = os.posix_spawnp
-    def posix_spawnp(*args, **kwargs):
+    pid = spawn(*args, **kwargs)
+    if when == "after":
         os.killpg(0, signal.SIGTERM)
-        return spawn(*args, **kwargs)
-    os.posix_spawnp = posix_spawnp
-script = f"touch {marker}; exec sleep 60"
-sys.exit(pod_init.main(["", "", exit_file, "", "sh", "-c", script]))
+    return pid
+os.posix_spawnp = posix_spawnp
+sys.exit(pod_init.main(["", "", exit_file, "", "sh", "-c", f"touch {marker}; exec sleep 60"]))
 """
-
-
-@pytest.mark.parametrize("when", ["preparing", "spawning"])
-def test_a_stop_before_the_command_exists_still_stops_it(tmp_path: Path, when: str) -> None:
-    exit_file, marker = tmp_path / "exit", tmp_path / "ran"
-    done = subprocess.run(
-        [sys.executable, "-c", LEADER, when, str(exit_file), str(marker)],
-        start_new_session=True,  # its group is the pod's: the signal reaches no one else
-        capture_output=True,
-        text=True,
-        timeout=30,  # the command sleeps 60 s: a lost SIGTERM fails here
-    )
-    assert done.returncode == 143, done.stderr
-    assert exit_file.read_text() == "143\n"
-    if when == "preparing":  # stopped before it started: the command never ran
-        assert not marker.exists()
-
 
 PODPROC = """
 import os, signal, subprocess, sys
-from gpuaas.runtimes import pod_init, ray_podproc
+from gpuaas.runtimes import ray_podproc
 
 when, marker = sys.argv[1:3]
-def stop_once(real):
-    def call(*args, **kwargs):
-        if not getattr(call, "done", False):
-            call.done = True
-            os.killpg(0, signal.SIGTERM)
-        return real(*args, **kwargs)
-    return call
-if when == "preparing":
-    pod_init.become_subreaper = stop_once(pod_init.become_subreaper)
-else:
-    subprocess.Popen = stop_once(subprocess.Popen)
+popen = subprocess.Popen
+def Popen(*args, **kwargs):
+    subprocess.Popen = popen  # the leader's guard starts normally
+    if when == "before":
+        os.killpg(0, signal.SIGTERM)
+    child = popen(*args, **kwargs)
+    if when == "after":
+        os.killpg(0, signal.SIGTERM)
+    return child
+subprocess.Popen = Popen
 sys.exit(ray_podproc.main(["--", "sh", "-c", f"touch {marker}; exec sleep 60"]))
 """
 
 
-@pytest.mark.parametrize("when", ["preparing", "spawning"])
-def test_a_ray_pods_leader_passes_on_a_stop_that_came_before_its_command(
-    tmp_path: Path, when: str
+def _group_gone(pgid: int) -> bool:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("leader", ["pod_init", "ray_podproc"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_stop_as_the_command_is_created_stops_the_pod(
+    tmp_path: Path, leader: str, when: str
 ) -> None:
     marker = tmp_path / "ran"
-    done = subprocess.run(
-        [sys.executable, "-c", PODPROC, when, str(marker)],
-        start_new_session=True,
-        capture_output=True,
-        text=True,
-        timeout=30,
+    script, args = (
+        (POD_INIT, [when, str(tmp_path / "exit"), str(marker)])
+        if leader == "pod_init"
+        else (PODPROC, [when, str(marker)])
     )
-    assert done.returncode == 143, done.stderr
-    if when == "preparing":
-        assert not marker.exists()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        start_new_session=True,  # its group is the pod's: the signal reaches no one else
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        code = proc.wait(timeout=30)  # the command sleeps 60 s: a lost SIGTERM fails here
+        assert _group_gone(proc.pid), "a process of the pod outlived its stop"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+    if when == "before":  # ended at SIGTERM's default before the command was created
+        assert code == -15 and not marker.exists()
+    else:  # the command was in the group: it got the SIGTERM (the leader too, or passed on)
+        assert code in (-15, 143)

@@ -12,8 +12,7 @@ their defaults (Python ignores both, and an ignored signal stays ignored across 
 
 - on SIGTERM, SIGINT or SIGHUP (the runtime signals the pod's process group), passes the signal on
   to every descendant that left that group, so the command sees it once, exactly as before, and
-  processes that called ``setsid`` see it too (one that comes before COMMAND exists is held
-  for it, see ``main``);
+  processes that called ``setsid`` see it too;
 - when COMMAND exits, kills every descendant still alive (as a container's processes end with its
   main process), reaps them all, writes COMMAND's exit code (128+N for a signal N, as a shell
   says it) to EXITFILE and exits with it. The file is how a server that crashed and re-adopts the
@@ -150,13 +149,6 @@ def _signal_all(sig: int, *, outside_group_only: bool = False) -> None:
             pass
 
 
-def _kill(pid: int, sig: int) -> None:
-    try:  # noqa: SIM105  # not contextlib.suppress: each import is a pod's start (see above)
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _reap() -> list[tuple[int, int]]:
     """Every child that has exited, as (pid, wait status); never blocks."""
     out: list[tuple[int, int]] = []
@@ -239,45 +231,33 @@ def main(argv: list[str], env: dict[str, str] | None = None) -> int:
         print("pod_init: usage: pod_init CGROUP CPUS EXITFILE WORKDIR COMMAND...", file=sys.stderr)
         return 127
     cgroup, cpus, exit_path, workdir, command = argv[0], argv[1], argv[2], argv[3], argv[4:]
-    import _signal  # type: ignore[import-not-found]  # built in: ``signal`` imports ``enum``
-
-    # A stop may come while this process prepares, before COMMAND exists: the runtime signals
-    # the pod's group, which is this process alone then. Until here its default action ends
-    # the pod (128+N, nothing started). From here the signals are held until COMMAND exists,
-    # so none is handled as a forward to nobody and lost (COMMAND then ran its whole grace
-    # period until the runtime's SIGKILL).
-    mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, _TERMINATING)
     become_subreaper()
     problem = _prepare(cgroup, cpus, workdir)
     if problem:
         print(problem, file=sys.stderr, flush=True)
         return _record(exit_path, 126)
+    import _signal  # type: ignore[import-not-found]  # built in: ``signal`` imports ``enum``
 
     def forward(signum: int, _frame: object) -> None:
         _signal_all(signum, outside_group_only=True)
 
-    for sig in _TERMINATING:
-        _signal.signal(sig, forward)
-    early = sorted(_signal.sigpending() & set(_TERMINATING))
-    if early:  # stopped before it started: as the default action would have ended it
-        return _record(exit_path, 128 + early[0])
     defaults = [s for s in (_signal.SIGPIPE, getattr(_signal, "SIGXFSZ", None)) if s is not None]
     try:
         if env is not None:
             _use_path(env)
         spawn_env = os.environ if env is None else env
-        main_pid = os.posix_spawnp(
-            command[0], command, spawn_env, setsigdef=defaults, setsigmask=mask
-        )
+        main_pid = os.posix_spawnp(command[0], command, spawn_env, setsigdef=defaults)
     except OSError as exc:
         print(f"{command[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
         return _record(exit_path, 127 if isinstance(exc, FileNotFoundError) else 126)
-    # A signal held since the check above came while COMMAND was being created: before it
-    # joined the group (it never saw it) or just after (it did). COMMAND gets it from here:
-    # a second SIGTERM in that instant of a few microseconds rather than a stop lost.
-    for sig in sorted(_signal.sigpending() & set(_TERMINATING)):
-        _kill(main_pid, sig)
-    _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)  # held ones are forwarded now
+    # Passed on only from here, once COMMAND is in the group the runtime signals. Until now a
+    # stop (the group's SIGTERM) ends this process at its default: before the spawn, the pod
+    # ends and COMMAND never runs; just after it, COMMAND has the signal too and the runtime
+    # kills what is left of a pod whose leader is gone. A handler installed before the spawn
+    # took a stop that came in between as one to pass on to no one: COMMAND, created a moment
+    # later, never saw it and ran until the SIGKILL at the end of its grace period.
+    for sig in _TERMINATING:
+        _signal.signal(sig, forward)
     # Blocked in waitpid, not polling: a pod that runs for hours costs no CPU while it runs (a
     # 20 ms poll woke each pod 50 times a second: with 300 pods on a 2-core worker that was a
     # fifth of a core). A forwarded signal interrupts the wait, runs ``forward`` and the wait

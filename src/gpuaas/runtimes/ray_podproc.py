@@ -4,7 +4,7 @@
 on its node, in a session of its own. It runs ``ARGV`` in its own process group and exits with its code (128 + the
 signal for a signal), so the actor's ``wait`` reads the pod's exit code. It ignores SIGTERM
 itself: a stop signals the whole group, the command gets it and decides, and this leader follows
-it out (a stop that comes before the command exists is held and passed on to it, see ``main``). It is a child subreaper, so whatever the command's processes do to their session, group or
+it out. It is a child subreaper, so whatever the command's processes do to their session, group or
 environment they stay its descendants, and it kills them all when the command ends. If the launcher
 actor that started it dies (its raylet was killed, the node is going down) the leader sees its parent
 change and SIGKILLs the group, so no pod process outlives the Ray worker that answers for it and
@@ -23,12 +23,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from functools import partial
 
 from gpuaas.runtimes import pod_init
 
 _PARENT_CHECK = 0.2  # seconds between checks that the owning actor still lives
-_STOPS = {signal.SIGTERM, signal.SIGINT}  # what a stop sends the pod's group
 GUARD = "--guard"  # ``ray_podproc --guard LEADER``: the leader's own watcher (below)
 
 
@@ -42,32 +40,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ray_podproc: no command after --", file=sys.stderr, flush=True)
         return 2
     parent = os.getppid()
-    # A stop (the group's SIGTERM) may come before the command exists, when the group is this
-    # process alone: held from here, not ignored, so it is not lost (as in ``pod_init.main``).
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
     pod_init.become_subreaper()
-    early = sorted(signal.sigpending() & _STOPS)
-    if early:  # stopped before it started: the command never runs
-        return 128 + int(early[0])
     try:
         child = subprocess.Popen(
-            args,
-            preexec_fn=partial(_default_signals, held),
-            stdin=subprocess.DEVNULL,
-            close_fds=True,
+            args, preexec_fn=_default_signals, stdin=subprocess.DEVNULL, close_fds=True
         )
     except OSError as exc:
         print(f"ray_podproc: cannot run {args[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
         return 127 if isinstance(exc, FileNotFoundError) else 126
-    # Held since the check: came before the command was forked (it never saw it) or while it
-    # was being started (it died of it at its default, before its exec) or in the instant
-    # after the exec (it saw it: a second one then). The command gets each from here.
-    for sig in sorted(signal.sigpending() & _STOPS):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(child.pid, sig)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # this leader follows the command out; the
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ignored ones that were held are dropped
-    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    # Ignored only from here, once the command is in the group a stop signals. Until now a stop
+    # ends this leader at SIGTERM's default: before the fork, the pod ends and the command never
+    # runs; after it, the command has the signal too and the actor kills what is left of a pod
+    # whose leader is gone. Ignored from before the fork, a stop in between reached no one.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _start_guard()
     while True:
         try:
@@ -131,12 +117,9 @@ def _guard(leader: int) -> int:
     return 0
 
 
-def _default_signals(mask: set[int | signal.Signals]) -> None:
-    """In the command's process before its exec: the stops at their default, no longer held
-    (one that came since the fork ends it here)."""
+def _default_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 if __name__ == "__main__":
