@@ -22,39 +22,29 @@ from pathlib import Path
 
 import pytest
 
-POD_INIT = """
-import os, signal, sys
-from gpuaas.runtimes import pod_init
-
-when, exit_file, marker = sys.argv[1:4]
-spawn = os.posix_spawnp
-def posix_spawnp(*args, **kwargs):
-    if when == "before":
-        os.killpg(0, signal.SIGTERM)
-    pid = spawn(*args, **kwargs)
-    if when == "after":
-        os.killpg(0, signal.SIGTERM)
-    return pid
-os.posix_spawnp = posix_spawnp
-sys.exit(pod_init.main(["", "", exit_file, "", "sh", "-c", f"touch {marker}; exec sleep 60"]))
-"""
-
-PODPROC = """
+# The leader, run in a child process: its call that creates the command (``os.posix_spawnp``
+# for ``pod_init``, ``subprocess.Popen`` for ``ray_podproc``) is wrapped once so that the pod's
+# group gets SIGTERM just before or just after it.
+LEADER = """
 import os, signal, subprocess, sys
-from gpuaas.runtimes import ray_podproc
+from gpuaas.runtimes import pod_init, ray_podproc
 
-when, marker = sys.argv[1:3]
-popen = subprocess.Popen
-def Popen(*args, **kwargs):
-    subprocess.Popen = popen  # the leader's guard starts normally
+leader, when, exit_file, marker = sys.argv[1:5]
+owner, name = (os, "posix_spawnp") if leader == "pod_init" else (subprocess, "Popen")
+real = getattr(owner, name)
+def create(*args, **kwargs):
+    setattr(owner, name, real)  # once: ray_podproc's guard starts as usual
     if when == "before":
         os.killpg(0, signal.SIGTERM)
-    child = popen(*args, **kwargs)
+    made = real(*args, **kwargs)
     if when == "after":
         os.killpg(0, signal.SIGTERM)
-    return child
-subprocess.Popen = Popen
-sys.exit(ray_podproc.main(["--", "sh", "-c", f"touch {marker}; exec sleep 60"]))
+    return made
+setattr(owner, name, create)
+command = ["sh", "-c", f"touch {marker}; exec sleep 60"]
+if leader == "pod_init":
+    sys.exit(pod_init.main(["", "", exit_file, "", *command]))
+sys.exit(ray_podproc.main(["--", *command]))
 """
 
 
@@ -75,13 +65,8 @@ def test_a_stop_as_the_command_is_created_stops_the_pod(
     tmp_path: Path, leader: str, when: str
 ) -> None:
     marker = tmp_path / "ran"
-    script, args = (
-        (POD_INIT, [when, str(tmp_path / "exit"), str(marker)])
-        if leader == "pod_init"
-        else (PODPROC, [when, str(marker)])
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, *args],
+        [sys.executable, "-c", LEADER, leader, when, str(tmp_path / "exit"), str(marker)],
         start_new_session=True,  # its group is the pod's: the signal reaches no one else
         stdin=subprocess.DEVNULL,
     )
