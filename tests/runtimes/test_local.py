@@ -84,8 +84,8 @@ def test_stop_ignoring_sigterm_is_killed_after_grace(runtime: LocalRuntime) -> N
     polite = sh("echo ready; exec sleep 30", termination_grace_seconds=3600.0)
     runtime.start("ns/stubborn", [stubborn])
     runtime.start("ns/polite", [polite])
-    # Both commands run before the stop, so both get the SIGTERM itself (a stop before a
-    # command exists ends the pod at SIGTERM's default: tests/runtimes/test_pod_init_stop.py).
+    # Both commands run before the stop (docs/runtime.md, "Preemption", known gap: a stop in
+    # the instant before a pod's command exists is lost).
     _wait_log(runtime, "ns/stubborn", "ready")
     _wait_log(runtime, "ns/polite", "ready")
     started = time.monotonic()

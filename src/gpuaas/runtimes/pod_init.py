@@ -241,6 +241,8 @@ def main(argv: list[str], env: dict[str, str] | None = None) -> int:
     def forward(signum: int, _frame: object) -> None:
         _signal_all(signum, outside_group_only=True)
 
+    for sig in _TERMINATING:
+        _signal.signal(sig, forward)
     defaults = [s for s in (_signal.SIGPIPE, getattr(_signal, "SIGXFSZ", None)) if s is not None]
     try:
         if env is not None:
@@ -250,14 +252,6 @@ def main(argv: list[str], env: dict[str, str] | None = None) -> int:
     except OSError as exc:
         print(f"{command[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
         return _record(exit_path, 127 if isinstance(exc, FileNotFoundError) else 126)
-    # Passed on only from here, once COMMAND is in the group the runtime signals. Until now a
-    # stop (the group's SIGTERM) ends this process at its default: before the spawn, the pod
-    # ends and COMMAND never runs; just after it, COMMAND has the signal too and the runtime
-    # kills what is left of a pod whose leader is gone. A handler installed before the spawn
-    # took a stop that came in between as one to pass on to no one: COMMAND, created a moment
-    # later, never saw it and ran until the SIGKILL at the end of its grace period.
-    for sig in _TERMINATING:
-        _signal.signal(sig, forward)
     # Blocked in waitpid, not polling: a pod that runs for hours costs no CPU while it runs (a
     # 20 ms poll woke each pod 50 times a second: with 300 pods on a 2-core worker that was a
     # fifth of a core). A forwarded signal interrupts the wait, runs ``forward`` and the wait

@@ -41,6 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     parent = os.getppid()
     pod_init.become_subreaper()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         child = subprocess.Popen(
             args, preexec_fn=_default_signals, stdin=subprocess.DEVNULL, close_fds=True
@@ -48,12 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"ray_podproc: cannot run {args[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
         return 127 if isinstance(exc, FileNotFoundError) else 126
-    # Ignored only from here, once the command is in the group a stop signals. Until now a stop
-    # ends this leader at SIGTERM's default: before the fork, the pod ends and the command never
-    # runs; after it, the command has the signal too and the actor kills what is left of a pod
-    # whose leader is gone. Ignored from before the fork, a stop in between reached no one.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _start_guard()
     while True:
         try:
