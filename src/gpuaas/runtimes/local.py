@@ -391,6 +391,8 @@ class LocalRuntime:
                 if not done:
                     if rec.kill_at is not None and now >= rec.kill_at:
                         self._kill(run, pod)
+                    elif pod.term_waits:
+                        self._sigterm(pod)
                     return False
                 pod.leader_done, pod.exit_code = True, code
             self._stale.add(run.key)
@@ -471,7 +473,18 @@ class LocalRuntime:
             if grace <= 0:
                 self._kill(run, pod)
             else:
-                procs.signal_group(rec.pgid, signal.SIGTERM)
+                self._sigterm(pod)
+
+    def _sigterm(self, pod: Pod) -> None:
+        """SIGTERM to the pod's group once its leader has created the command; until then the
+        pod waits (``term_waits``), looked at by each poll, since its leader, which takes SIGTERM
+        over to pass it on before creating the command, would take it for no one and the command
+        would run until the SIGKILL at the end of its grace period. Never a second SIGTERM: one
+        sent while the command exists reaches it (``procs.command_started``)."""
+        rec = pod.record
+        pod.term_waits = rec.pid is not None and not procs.command_started(rec.pid)
+        if not pod.term_waits and rec.pgid is not None:
+            procs.signal_group(rec.pgid, signal.SIGTERM)
 
     def _kill(self, run: Run, pod: Pod) -> None:
         rec = pod.record

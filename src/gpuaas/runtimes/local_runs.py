@@ -22,6 +22,7 @@ class Pod:
     exit_path: Path | None = None  # where pod_init writes its code (built once, read each poll)
     launched: bool = False  # its leader is a child of the runtime's launcher, which reports its end
     reported: int | None = None  # the exit code the launcher reported for it
+    term_waits: bool = False  # stopped before its leader created the command: SIGTERM once it has
 
     @property
     def name(self) -> str:

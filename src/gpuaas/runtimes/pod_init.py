@@ -84,7 +84,7 @@ def _subreaper_with_ctypes() -> None:
         pass
 
 
-def _children_of(pids: set[int]) -> set[int]:
+def children_of(pids: set[int]) -> set[int]:
     """Live processes whose parent is in ``pids``: from ``/proc/P/task/T/children`` (the kernel's
     own list, a few reads), else from every ``/proc/*/stat`` (a read per process on the host)."""
     out: set[int] = set()
@@ -133,7 +133,7 @@ def descendants(root: int) -> set[int]:
     found: set[int] = set()
     frontier = {root}
     while frontier:
-        frontier = _children_of(frontier) - found
+        frontier = children_of(frontier) - found
         found |= frontier
     return found
 

@@ -326,6 +326,17 @@ def kill_tree(pid: int, start_time: float, pgid: int | None) -> None:
         signal_group(pgid, signal.SIGKILL)
 
 
+def command_started(pid: int) -> bool:
+    """Whether a pod's leader (``pod_init``, ``ray_podproc``) has created its command: whether it
+    has a live child. Until then a SIGTERM to the pod's group reaches the leader alone, which has
+    already taken SIGTERM over to pass it on and has no one to pass it to, so the command created
+    a moment later would never see it; a stop waits for this instead (``runtimes.local``,
+    ``ray_actor``). Once the child exists, even before its ``exec``, a SIGTERM to the group is
+    its: ``posix_spawn`` and ``subprocess`` create it with every signal blocked and reset its
+    handlers to the default before unblocking them."""
+    return bool(pod_init.children_of({pid}))
+
+
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)

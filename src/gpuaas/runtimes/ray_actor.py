@@ -45,6 +45,7 @@ from gpuaas.runtimes.ray_rendezvous import NODE_IP_ENV, STATE_DIR_ENV, Relay
 NODE_NAME_LABEL = "kubernetes.io/hostname"
 LAUNCHER_PREFIX = "gpuaas-node-"
 _SWEEP_TIMEOUT = 10.0
+_START_CHECK = 0.005  # seconds between looks at a stopped pod's leader that has no command yet
 _DROPPED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
@@ -127,10 +128,28 @@ class RunningPod:
         if grace <= 0:
             procs.kill_tree(self.pid, 0.0, self.pid)  # descendants first: none is orphaned
             return
-        procs.signal_group(self.pid, signal.SIGTERM)
+        if procs.command_started(self.pid):
+            procs.signal_group(self.pid, signal.SIGTERM)
+        else:  # the leader would take it for no one (``procs.command_started``): wait for it
+            deadline = time.monotonic() + grace
+            threading.Thread(
+                target=self._sigterm_once_started, args=(deadline,), daemon=True
+            ).start()
         timer = threading.Timer(grace, procs.kill_tree, (self.pid, 0.0, self.pid))
         timer.daemon = True
         timer.start()
+
+    def _sigterm_once_started(self, deadline: float) -> None:
+        """SIGTERM to the pod's group once its leader has created the command, unless the pod
+        ended first or its grace period is over (the SIGKILL then comes from ``terminate``'s
+        timer)."""
+        pid = self.pid
+        assert pid is not None
+        while not self.gone and time.monotonic() < deadline:
+            if procs.command_started(pid):
+                procs.signal_group(pid, signal.SIGTERM)
+                return
+            time.sleep(_START_CHECK)
 
     def read_log(self, offset: int = 0, remove: bool = False) -> tuple[bytes, int]:
         try:

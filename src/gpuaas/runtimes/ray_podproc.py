@@ -41,15 +41,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     parent = os.getppid()
     pod_init.become_subreaper()
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Taken over by a handler that does nothing, not ignored, until the command exists: the
+    # command is created by vfork with every signal blocked and its handlers set back to the
+    # default before they are unblocked, so a stop that comes once it exists is the command's
+    # (an ignored signal would stay ignored across exec, and a ``preexec_fn`` to undo that means
+    # a plain fork, where the child ignores SIGTERM until that function runs). A stop before
+    # the command exists is held back by the actor (``procs.command_started``).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _ignore)
     try:
-        child = subprocess.Popen(
-            args, preexec_fn=_default_signals, stdin=subprocess.DEVNULL, close_fds=True
-        )
+        child = subprocess.Popen(args, stdin=subprocess.DEVNULL, close_fds=True)
     except OSError as exc:
         print(f"ray_podproc: cannot run {args[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
         return 127 if isinstance(exc, FileNotFoundError) else 126
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the guard below inherits these from birth
+        signal.signal(sig, signal.SIG_IGN)
     _start_guard()
     while True:
         try:
@@ -113,9 +119,9 @@ def _guard(leader: int) -> int:
     return 0
 
 
-def _default_signals() -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _ignore(_signum: int, _frame: object) -> None:
+    """SIGTERM and SIGINT as the leader takes them while it creates the command: the command
+    gets its own, the leader follows it out."""
 
 
 if __name__ == "__main__":
