@@ -387,10 +387,12 @@ class ReadModel:
         for each of the three copies of every workload it was sent."""
         with self._lock:
             out = set()
-            for key in keys - self.objects.job_names.keys():
+            jobs = self.objects.job_names
+            for key in keys:  # not ``keys - jobs.keys()``: a set minus a view walks the view
                 st = self._cluster.workloads.get(key)
                 if (
-                    st is not None
+                    key not in jobs
+                    and st is not None
                     and st.phase == Phase.ADMITTED
                     and is_worker_copy(st.workload.kind, st.workload.labels)
                 ):
