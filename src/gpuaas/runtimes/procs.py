@@ -6,7 +6,8 @@ stays its descendant whatever it does to its session, group or environment (``de
 joins the pod's cgroup, enters its working directory, runs the command as its only child and
 records the command's exit code in a file, so the code survives a server crash (a re-adopted pod
 is no longer our child). The command sees SIGTERM exactly as in a container: the runtime signals
-the pod's group, and ``pod_init`` passes it on to what left the group. Aliveness ignores zombies: on hosts whose PID 1 does not reap orphans, zombies never vanish.
+the pod's group (once the command exists: ``command_started``), and ``pod_init`` passes it on to
+what left the group. Aliveness ignores zombies: on hosts whose PID 1 does not reap orphans, zombies never vanish.
 Nothing here decides retries or stops; that is ``runtimes.local``.
 """
 

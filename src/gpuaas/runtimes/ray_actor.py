@@ -15,8 +15,8 @@ split in two, each done by what Ray offers for it:
   leader, a child subreaper) in a session of its own with the container's command, args, env and
   workingDir, ``CUDA_VISIBLE_DEVICES`` = ``NVIDIA_VISIBLE_DEVICES`` = the lease's GPU ids and
   ``GPUAAS_NODE``; stdout and stderr go to a log on the node. ``terminate`` sends SIGTERM to the
-  pod's group and SIGKILL after the grace period; a pod is gone only when no process of its group
-  (nor any carrying its ``GPUAAS_POD_UID``) is left. ``watch`` returns when anything on the node
+  pod's group (once its command exists) and SIGKILL after the grace period; a pod is gone only
+  when no process of its group (nor any carrying its ``GPUAAS_POD_UID``) is left. ``watch`` returns when anything on the node
   changed (a version number), so the runtime keeps one outstanding call per node, not per pod.
   A RayCluster's pods also get a record directory that the launcher relays to the cluster's
   other pods through the outer Ray (``ray_rendezvous``), and the node's IP to listen on.
