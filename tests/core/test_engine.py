@@ -365,6 +365,23 @@ def test_namespace_mismatch_keeps_workload_pending() -> None:
     assert "namespace" in c.why_pending("default/a")
 
 
+def test_invalid_resources_keep_workload_pending_misconfigured() -> None:
+    """Kueue accepts a Workload whose requests exceed their limits and its scheduler marks it
+    Misconfigured (``ValidateAdmissibility``): it waits with that message, holds no quota, and
+    a valid workload behind it is admitted."""
+    c = _one_queue()
+    bad = WL("bad").request(cpu="1").obj()
+    bad.invalid_resources = "resources validation failed: requests must not exceed its limits"
+    c.apply(bad, 0)
+    c.apply(WL("good").request(cpu="4").obj(), 0)
+    c.schedule(0)
+    assert c.workloads["default/bad"].phase == Phase.PENDING
+    assert c.workloads["default/good"].phase == Phase.ADMITTED
+    reserved = c.workloads["default/bad"].conditions["QuotaReserved"]
+    assert (reserved.status, reserved.reason) == ("False", "Misconfigured")
+    assert "requests must not exceed its limits" in reserved.message
+
+
 def test_cached_namespace_matches_and_routes_follow_changes() -> None:
     """The engine caches selector matches and LocalQueue routes; each change must reach them."""
     c = Cluster()

@@ -1457,15 +1457,6 @@ ERROR_CASES = [
     ),
     pytest.param(
         workload(
-            podSets=[{"name": "main", "template": template(container({"cpu": "2"}, {"cpu": "1"}))}]
-        ),
-        "Workload default/wl",
-        "spec.podSets[0].template.spec.containers[0].resources.requests[cpu]",
-        "requests must not exceed its limits",
-        id="wl-requests-above-limits",
-    ),
-    pytest.param(
-        workload(
             podSets=[
                 {
                     "name": "main",
@@ -1721,6 +1712,59 @@ def test_errors_name_object_field_and_reason(
     assert err.field == field
     assert reason in err.reason
     assert str(err) == f"{obj}: {field}: {err.reason}"
+
+
+WORKLOAD_RESOURCE_CASES = [
+    pytest.param([container({"cpu": "1"}, {"cpu": "2"})], [], {"cpu": 1000}, "", id="within"),
+    pytest.param(
+        [container({"cpu": "2", "memory": "2Gi"}, {"cpu": "1", "memory": "1Gi"})],
+        [],
+        {"cpu": 2000, "memory": 2 << 30},
+        "resources validation failed: spec.podSets[0].template.spec.containers[0]: Invalid "
+        'value: []v1.ResourceName{"cpu", "memory"}: requests must not exceed its limits',
+        id="one-container-two-resources",
+    ),
+    pytest.param(
+        [container({"cpu": "1"}), container({"cpu": "2"}, {"cpu": "1"})],
+        [container({"memory": "2"}, {"memory": "1"})],
+        {"cpu": 3000, "memory": 2},
+        "resources validation failed: [spec.podSets[0].template.spec.initContainers[0]: "
+        'Invalid value: []v1.ResourceName{"memory"}: requests must not exceed its limits, '
+        "spec.podSets[0].template.spec.containers[1]: Invalid value: "
+        '[]v1.ResourceName{"cpu"}: requests must not exceed its limits]',
+        id="init-container-listed-first",
+    ),
+    pytest.param(
+        [container({"cpu": "9223372036854776"}), container({"memory": "1"})],
+        [],
+        {"cpu": (1 << 63) - 1, "memory": 1},
+        "",
+        id="milli-overflow-clamped",
+    ),
+    pytest.param(
+        [container({"memory": "9223372036854775807"}), container({"memory": "1"})],
+        [],
+        {"memory": (1 << 63) - 1},
+        "",
+        id="sum-overflow-clamped",
+    ),
+]
+
+
+@pytest.mark.parametrize(("containers", "inits", "requests", "invalid"), WORKLOAD_RESOURCE_CASES)
+def test_workload_resources_as_kueue_takes_them(
+    containers: list[Doc], inits: list[Doc], requests: dict[str, int], invalid: str
+) -> None:
+    """A Workload is accepted whatever its requests: Kueue's webhook does not compare them to
+    their limits (its scheduler finds such a workload misconfigured, ``invalid_resources``), and
+    sizes past int64 are clamped, as Kueue's ``ResourceValue`` and saturating sums do."""
+    spec: Doc = {"containers": containers}
+    if inits:
+        spec["initContainers"] = inits
+    wl = parse_object(workload(podSets=[{"name": "main", "template": {"spec": spec}}]))
+    assert isinstance(wl, Workload)
+    assert wl.pod_sets[0].requests == requests
+    assert wl.invalid_resources == invalid
 
 
 def test_error_message_format_from_brief() -> None:

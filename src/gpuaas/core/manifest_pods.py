@@ -28,6 +28,7 @@ from gpuaas.core.manifest_common import (
 from gpuaas.core.objects import PodSet
 from gpuaas.core.quantity import (
     INT64_MAX,
+    Int64RangeError,
     QuantityError,
     parse_quantity_exact,
     parse_quantity_rounded,
@@ -35,6 +36,10 @@ from gpuaas.core.quantity import (
 
 Number = int | Fraction
 ResourceMap = dict[str, Number]
+
+# Where a request above its limit is noted: None to refuse it instead (see ``_requirements``).
+OverLimits = list[str] | None
+REQUESTS_OVER_LIMITS = "requests must not exceed its limits"  # Kueue's and Kubernetes' words
 
 # Extra per-container requests that Kueue adds for a podset (RayJob sidecar submitter, ...),
 # given as raw Kubernetes quantities.
@@ -78,6 +83,8 @@ def _quantity(ctx: Ctx, exact: bool, name: Any, q: Any, path: str) -> Number:
             value, ok = parse_quantity_rounded(q, name)
             if not ok:
                 raise _Inexact
+    except Int64RangeError:
+        raise _Inexact from None  # the exact path keeps it, and clamps the pod's total
     except QuantityError as exc:
         raise ctx.err(f"{path}[{name}]", str(exc)) from None
     if value < 0:
@@ -122,23 +129,34 @@ def _resource_list(
 
 
 def _requirements(
-    ctx: Ctx, exact: bool, res: dict[str, Any], path: str, check_limits: bool
+    ctx: Ctx, exact: bool, res: dict[str, Any], path: str, over: OverLimits
 ) -> ResourceMap:
-    """A container's effective requests: its requests, plus its limits where requests are absent."""
+    """A container's effective requests: its requests, plus its limits where requests are absent.
+
+    A request above its limit is refused (``over`` None: Kubernetes validates a Job's or a
+    RayCluster's pod template so) or noted in ``over`` (a Workload's podSets, which Kueue accepts
+    and finds misconfigured when it schedules them: ``ValidateResources``)."""
     requests = _resource_list(ctx, exact, res, "requests", f"{path}.requests")
     if "limits" not in res:
         return requests
     limits = _resource_list(ctx, exact, res, "limits", f"{path}.limits")
+    above: list[str] = []
     for name, limit in limits.items():
         req = requests.get(name)
         if req is None:
             requests[name] = limit  # Kubernetes defaulting: requests = limits
-        elif check_limits and req > limit:
-            raise ctx.err(f"{path}.requests[{name}]", "requests must not exceed its limits")
+        elif req > limit:
+            if over is None:
+                raise ctx.err(f"{path}.requests[{name}]", REQUESTS_OVER_LIMITS)
+            above.append(name)
+    if above and over is not None:
+        names = ", ".join(f'"{n}"' for n in sorted(above))
+        owner = path.removesuffix(".resources") if path.endswith("].resources") else path
+        over.append(f"{owner}: Invalid value: []v1.ResourceName{{{names}}}: {REQUESTS_OVER_LIMITS}")
     return requests
 
 
-def _container(ctx: Ctx, exact: bool, raw: Any, path: str, check_limits: bool) -> ResourceMap:
+def _container(ctx: Ctx, exact: bool, raw: Any, path: str, over: OverLimits) -> ResourceMap:
     if type(raw) is not dict:
         raise ctx.err(path, f"must be an object, got {type_name(raw)}")
     res = raw.get("resources")
@@ -146,7 +164,7 @@ def _container(ctx: Ctx, exact: bool, raw: Any, path: str, check_limits: bool) -
         if res is None:
             return {}
         raise ctx.err(f"{path}.resources", f"must be an object, got {type_name(res)}")
-    return _requirements(ctx, exact, res, f"{path}.resources", check_limits)
+    return _requirements(ctx, exact, res, f"{path}.resources", over)
 
 
 def _add(into: ResourceMap, other: ResourceMap) -> None:
@@ -166,7 +184,7 @@ def _pod_requests(
     spec: dict[str, Any],
     path: str,
     extra: list[ExtraContainer],
-    check_limits: bool,
+    over: OverLimits,
 ) -> ResourceMap:
     containers = spec.get("containers")
     if type(containers) is not list:
@@ -177,7 +195,7 @@ def _pod_requests(
         raise ctx.err(f"{path}.containers", "must have at least one container")
     total: ResourceMap | None = None
     for i, c in enumerate(containers):
-        reqs = _container(ctx, exact, c, f"{path}.containers[{i}]", check_limits)
+        reqs = _container(ctx, exact, c, f"{path}.containers[{i}]", over)
         if total is None:
             total = reqs  # a fresh dict: safe to accumulate into
         else:
@@ -186,7 +204,7 @@ def _pod_requests(
         total = {}
     for i, raw in enumerate(extra):
         p = f"{path}.containers[{len(containers) + i}].resources"
-        _add(total, _requirements(ctx, exact, raw, p, False))
+        _add(total, _requirements(ctx, exact, raw, p, []))  # Kueue's own: never over
     inits = spec.get("initContainers")
     if inits:
         if type(inits) is not list:
@@ -195,7 +213,7 @@ def _pod_requests(
         init_peak: ResourceMap = {}
         for i, c in enumerate(inits):
             p = f"{path}.initContainers[{i}]"
-            reqs = _container(ctx, exact, c, p, check_limits)
+            reqs = _container(ctx, exact, c, p, over)
             policy = c.get("restartPolicy")
             if policy is not None and policy != "Always":
                 raise ctx.err(
@@ -215,7 +233,7 @@ def _pod_requests(
     if pod_res is not None:
         pod_res = opt_map(ctx, spec, "resources", f"{path}.resources")
         assert pod_res is not None
-        pod_level = _requirements(ctx, exact, pod_res, f"{path}.resources", check_limits)
+        pod_level = _requirements(ctx, exact, pod_res, f"{path}.resources", over)
         for name, value in pod_level.items():
             if _is_pod_level_resource(name):
                 total[name] = value
@@ -224,17 +242,20 @@ def _pod_requests(
     return total
 
 
-def _to_ints(ctx: Ctx, values: ResourceMap, path: str) -> dict[str, int]:
+def _to_ints(values: ResourceMap) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, v in values.items():
         if type(v) is not int:
             assert isinstance(v, Fraction)
             n, d = v.numerator, v.denominator
             v = n if d == 1 else -((-n) // d)  # values are >= 0: round up like Value()
-        if v > INT64_MAX:
-            raise ctx.err(path, f"total request for {name} is out of range for a 64-bit integer")
-        out[name] = v
+        out[name] = min(v, INT64_MAX)
     return out
+
+
+def _over_in_kueue_order(over: list[str]) -> None:
+    """Init containers, then containers, then the pod's own resources, as Kueue lists them."""
+    over.sort(key=lambda e: 0 if ".initContainers[" in e else 1 if ".containers[" in e else 2)
 
 
 def pod_requests(
@@ -242,17 +263,31 @@ def pod_requests(
     spec: dict[str, Any],
     path: str,
     extra: list[ExtraContainer] | None = None,
-    check_limits: bool = True,
+    over: OverLimits = None,
 ) -> dict[str, int]:
-    """Per-pod requests in Kueue's int units; ``extra`` lists containers Kueue adds to the pod."""
+    """Per-pod requests in Kueue's int units; ``extra`` lists containers Kueue adds to the pod.
+
+    Values past int64 are clamped to its largest, as Kueue's ``ResourceValue`` and its
+    saturating sums do (a quantity Kubernetes accepts is never refused for its size here: such
+    a pod set exceeds every quota and waits, as in Kueue). ``over`` is ``_requirements``'."""
+    mark = len(over) if over is not None else 0
     try:
-        total = _pod_requests(ctx, False, spec, path, extra or [], check_limits)
+        fast = _pod_requests(ctx, False, spec, path, extra or [], over)
     except _Inexact:
-        return _to_ints(ctx, _pod_requests(ctx, True, spec, path, extra or [], check_limits), path)
-    for name, v in total.items():
-        if v > INT64_MAX:
-            raise ctx.err(path, f"total request for {name} is out of range for a 64-bit integer")
-    return total  # type: ignore[return-value]  # the fast path only ever holds ints
+        if over is not None:
+            del over[mark:]  # the exact pass notes them again
+        total = _to_ints(_pod_requests(ctx, True, spec, path, extra or [], over))
+    else:
+        # The fast path only ever holds ints; a sum past int64 is clamped, as Kueue saturates.
+        total = fast  # type: ignore[assignment]
+        for name, v in total.items():
+            if v > INT64_MAX:
+                total[name] = INT64_MAX
+    if over is not None and len(over) > mark + 1:
+        tail = over[mark:]
+        _over_in_kueue_order(tail)
+        over[mark:] = tail
+    return total
 
 
 def build_pod_set(
@@ -263,14 +298,16 @@ def build_pod_set(
     template: Any,
     path: str,
     extra: list[ExtraContainer] | None = None,
+    over: OverLimits = None,
 ) -> PodSet:
-    """One PodSet from a pod template (``path`` points at the template)."""
+    """One PodSet from a pod template (``path`` points at the template); ``over`` is
+    ``pod_requests``'."""
     tmpl = item_map(ctx, template, path)
     spec = opt_map(ctx, tmpl, "spec", f"{path}.spec")
     if spec is None:
         raise ctx.err(f"{path}.spec", "required value")
     sp = f"{path}.spec"
-    requests = pod_requests(ctx, spec, sp, extra)
+    requests = pod_requests(ctx, spec, sp, extra, over)
     node_selector = (
         string_map(ctx, spec, "nodeSelector", f"{sp}.nodeSelector")
         if spec.get("nodeSelector")

@@ -156,6 +156,7 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         )
     pod_sets = []
     with_min = 0
+    over: list[str] = []  # requests above limits: accepted, as Kueue's webhook does
     for i, raw in enumerate(raw_sets):
         p = f"spec.podSets[{i}]"
         ps = item_map(ctx, raw, p)
@@ -174,7 +175,9 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
                 )
         if ps.get("template") is None:
             raise ctx.err(f"{p}.template", "required value")
-        pod_sets.append(build_pod_set(ctx, name, count, min_count, ps["template"], f"{p}.template"))
+        pod_sets.append(
+            build_pod_set(ctx, name, count, min_count, ps["template"], f"{p}.template", None, over)
+        )
     _check_unique_names(ctx, pod_sets, "spec.podSets")
     if with_min > 1:
         raise ctx.err("spec.podSets", "at most one podSet can use minCount")
@@ -200,6 +203,9 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
     )
     wl.uid = _uid(ctx, meta)
     wl.job_uid = labels.get(JOB_UID_LABEL, "")
+    if over:
+        body = over[0] if len(over) == 1 else f"[{', '.join(over)}]"  # Go's ToAggregate
+        wl.invalid_resources = f"resources validation failed: {body}"
     return wl
 
 

@@ -265,6 +265,9 @@ class Workload:
     # scenario): Kueue names a preemptor by these, never by its name.
     uid: str = field(default="", compare=False)
     job_uid: str = field(default="", compare=False)
+    # Kueue's ValidateResources failure ("resources validation failed: ..."), "" when its
+    # podSets are valid: Kueue accepts such a Workload and never admits it (Misconfigured).
+    invalid_resources: str = ""
     # "namespace/name", computed once: namespace and name never change after parsing.
     key: str = field(init=False, default="", repr=False, compare=False)
 

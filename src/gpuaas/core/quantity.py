@@ -15,6 +15,7 @@ from functools import lru_cache
 
 __all__ = [
     "INT64_MAX",
+    "Int64RangeError",
     "QuantityError",
     "format_quantity",
     "is_cpu",
@@ -46,6 +47,11 @@ _MIN_EXP = -80
 
 class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity, or one out of int64 range."""
+
+
+class Int64RangeError(QuantityError):
+    """A quantity Kubernetes accepts whose value in Kueue's int units does not fit in int64
+    (where Kueue clamps, as for a pod's requests, a caller catches it and clamps)."""
 
 
 def is_cpu(resource: str) -> bool:
@@ -130,7 +136,7 @@ def _rounded_from_text(text: str, cpu: bool) -> tuple[int, bool]:
     exact = _exact_from_text(text)
     result = _round_away(exact * 1000 if cpu else exact)
     if abs(result[0]) > INT64_MAX:
-        raise _reject(text, "out of range for a 64-bit integer")
+        raise Int64RangeError(f"quantity {text!r}: out of range for a 64-bit integer")
     return result
 
 
@@ -140,7 +146,7 @@ def parse_quantity_rounded(value: str | int | float, resource: str) -> tuple[int
     if type(value) is int:
         result = value * 1000 if cpu else value
         if abs(result) > INT64_MAX:
-            raise _reject(value, "out of range for a 64-bit integer")
+            raise Int64RangeError(f"quantity {value!r}: out of range for a 64-bit integer")
         return result, True
     return _rounded_from_text(_text_of(value), cpu)
 

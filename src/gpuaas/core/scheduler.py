@@ -186,6 +186,11 @@ class Scheduler:
                 e.requeue_reason = REQUEUE_NAMESPACE_MISMATCH
                 c.requeue(e)
                 continue
+            if e.state.workload.invalid_resources:  # Kueue's ValidateAdmissibility, next
+                e.message = e.state.workload.invalid_resources
+                e.reason = "Misconfigured"
+                c.requeue(e)
+                continue
             a, e.targets = self.assign(e.state, e.cq, now)
             e.assignment = a
             e.state.last_tried = a.last_tried
