@@ -363,8 +363,9 @@ class Cluster:
             return None, f"LocalQueue {queue_name} is stopped"
         return lq.cluster_queue, ""
 
-    def push(self, wl: WorkloadState, *, inadmissible: bool = False) -> None:
-        """Put a pending workload in its ClusterQueue's queue (or leave it unrouted)."""
+    def push(self, wl: WorkloadState, *, inadmissible: bool = False, alone: bool = False) -> None:
+        """Put a pending workload in its ClusterQueue's queue (or leave it unrouted); ``alone``
+        is the queue's (an inadmissible workload set aside without its shape)."""
         cq_name, why = self.resolve_cq(wl)
         self.dirty.add(wl.key)
         old = wl.cluster_queue
@@ -376,7 +377,11 @@ class Cluster:
             return
         cq = self.cqs[cq_name]
         cq.queue.push(
-            wl.key, (-wl.priority, wl.queued_at, wl.uid), wl.shape, inadmissible=inadmissible
+            wl.key,
+            (-wl.priority, wl.queued_at, wl.uid),
+            wl.shape,
+            inadmissible=inadmissible,
+            alone=alone,
         )
         if not inadmissible:
             cq.queue.blocked_at = None
@@ -531,7 +536,10 @@ class Cluster:
                 ):
                     immediate = True
         e.requeued_immediately = immediate
-        self.push(wl, inadmissible=not immediate)
+        # Only a workload that does not fit sets its whole shape aside (Kueue's equivalence
+        # hashing, on by default since 0.18); any other reason sets aside the workload alone.
+        alone = e.requeue_reason not in ("NoFit", "PreemptionNoCandidates")
+        self.push(wl, inadmissible=not immediate, alone=alone)
 
     # --- queries -------------------------------------------------------------------------
     def add_wakeup(self, at: float, cq: str) -> None:

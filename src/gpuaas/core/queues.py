@@ -43,6 +43,11 @@ def shape_of(wl: Workload, priority: int) -> object:
 class _Group:
     items: list[tuple[SortKey, str]] = field(default_factory=list)  # heap
     inadmissible: bool = False
+    # Set for a workload set aside alone (see ``push``): the shape it goes back to.
+    alone_from: Hashable = None
+
+
+_ALONE = object()  # the first half of an alone workload's group key: never a shape
 
 
 class ClusterQueueQueue:
@@ -65,11 +70,26 @@ class ClusterQueueQueue:
         return key in self._where
 
     def push(
-        self, key: str, sort_key: SortKey, shape: Hashable, *, inadmissible: bool = False
+        self,
+        key: str,
+        sort_key: SortKey,
+        shape: Hashable,
+        *,
+        inadmissible: bool = False,
+        alone: bool = False,
     ) -> None:
-        """Add a pending workload. A new arrival of an inadmissible shape stays inadmissible."""
+        """Add a pending workload. A new arrival of an inadmissible shape stays inadmissible.
+
+        ``alone``: an inadmissible workload is set aside by itself, its shape left where it
+        is, as Kueue moves a whole equivalence class only for NoFit and PreemptionNoCandidates
+        (``requeueIfNotPresent``): a namespace mismatch or a misconfigured workload says
+        nothing of the others of its shape. It rejoins its shape when the inadmissible return."""
         if key in self._where:
             self.remove(key)
+        if alone and inadmissible and not self.strict:
+            self._groups[(_ALONE, key)] = _Group([(sort_key, key)], True, shape)
+            self._where[key] = ((_ALONE, key), sort_key)
+            return
         group_key = key if self.strict else shape
         group = self._groups.get(group_key)
         if group is None:
@@ -136,11 +156,19 @@ class ClusterQueueQueue:
     def requeue_inadmissible(self) -> bool:
         """Move every inadmissible shape back to the heap; True if anything moved."""
         moved = False
+        alone = []
         for group_key, group in self._groups.items():
             if group.inadmissible:
+                moved = True
+                if group.alone_from is not None:
+                    alone.append(group_key)
+                    continue
                 group.inadmissible = False
                 heapq.heappush(self._heap, (group.items[0][0], group_key))
-                moved = True
+        for group_key in alone:  # back into their shapes, now active
+            group = self._groups[group_key]
+            for sort_key, key in list(group.items):
+                self.push(key, sort_key, group.alone_from)
         return moved
 
     def keys(self) -> Iterator[str]:
