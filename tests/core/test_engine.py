@@ -382,6 +382,34 @@ def test_invalid_resources_keep_workload_pending_misconfigured() -> None:
     assert "requests must not exceed its limits" in reserved.message
 
 
+def test_maximum_execution_time_deactivates_counting_past_admissions() -> None:
+    """Kueue's maximumExecutionTimeSeconds: admitted at 0 with a 10 s limit, preempted at 4,
+    admitted again at 7 (4 s already run), so deactivated at 13, not 17; the time it ran is
+    kept as accumulatedPastExecutionTimeSeconds until then, and cleared with the deactivation."""
+    c = _one_queue(CQ("cq").group(("f", {"cpu": "4"})).preemption(within="LowerPriority").obj())
+    limited = WL("limited").request(cpu="4").obj()
+    limited.max_exec_seconds = 10
+    c.apply(limited, 0)
+    c.schedule(0)
+    assert c.next_wakeup() == 10
+    c.apply(WL("urgent").request(cpu="4").priority(100).obj(), 4)
+    c.schedule(4)
+    st = c.workloads["default/limited"]
+    assert st.phase == Phase.PENDING and st.past_exec_seconds == 4
+    c.finish("default/urgent", 7)  # limited is admitted again at 7
+    c.schedule(7)
+    c.schedule(12.5)
+    assert st.phase == Phase.ADMITTED
+    assert c.next_wakeup() == 13
+    c.schedule(13)
+    assert st.phase == Phase.INACTIVE
+    assert not st.workload.active and st.past_exec_seconds == 6  # this admission's, as Kueue
+    assert st.conditions["Evicted"].reason == "Deactivated"
+    assert st.conditions["Evicted"].message == (
+        "The workload is deactivated due to exceeding the maximum execution time"
+    )
+
+
 def test_cached_namespace_matches_and_routes_follow_changes() -> None:
     """The engine caches selector matches and LocalQueue routes; each change must reach them."""
     c = Cluster()

@@ -19,6 +19,8 @@ from gpuaas.core.manifests import (
     parse_object,
 )
 from gpuaas.core.objects import (
+    SOURCE_POD,
+    SOURCE_WPC,
     BorrowWithinCohort,
     CheckRule,
     ClusterQueue,
@@ -433,19 +435,41 @@ WORKLOAD_CASES = [
             priorityClassSource="kueue.x-k8s.io/workloadpriorityclass",
             priority=1000,
         ),
-        Workload("default", "wl", "lq", [main_pod_set()], priority=1000, priority_class="prod"),
+        Workload(
+            "default",
+            "wl",
+            "lq",
+            [main_pod_set()],
+            priority=1000,
+            priority_class="prod",
+            priority_source=SOURCE_WPC,
+        ),
         id="v1beta1-workload-priority-class",
     ),
     pytest.param(
         workload(
             priorityClassName="prod", priorityClassSource="kueue.x-k8s.io/workloadpriorityclass"
         ),
-        Workload("default", "wl", "lq", [main_pod_set()], priority_class="prod"),
+        Workload(
+            "default",
+            "wl",
+            "lq",
+            [main_pod_set()],
+            priority_class="prod",
+            priority_source=SOURCE_WPC,
+        ),
         id="v1beta1-workload-priority-class-value-resolved-later",
     ),
     pytest.param(
         workload(priorityClassName="system", priority=7),
-        Workload("default", "wl", "lq", [main_pod_set()], priority=7),
+        Workload(
+            "default",
+            "wl",
+            "lq",
+            [main_pod_set()],
+            priority=7,
+            priority_source=SOURCE_POD + "system",
+        ),
         id="pod-priority-class-uses-priority",
     ),
     pytest.param(
@@ -457,7 +481,14 @@ WORKLOAD_CASES = [
                 "name": "prod",
             },
         ),
-        Workload("default", "wl", "lq", [main_pod_set()], priority_class="prod"),
+        Workload(
+            "default",
+            "wl",
+            "lq",
+            [main_pod_set()],
+            priority_class="prod",
+            priority_source=SOURCE_WPC,
+        ),
         id="v1beta2-priority-class-ref",
     ),
     pytest.param(
@@ -1765,6 +1796,43 @@ def test_workload_resources_as_kueue_takes_them(
     assert isinstance(wl, Workload)
     assert wl.pod_sets[0].requests == requests
     assert wl.invalid_resources == invalid
+
+
+MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+@pytest.mark.parametrize(
+    ("manifest", "seconds", "error"),
+    [
+        pytest.param(workload(maximumExecutionTimeSeconds=20), 20, None, id="workload"),
+        pytest.param(workload(), None, None, id="workload-without"),
+        pytest.param(
+            workload(maximumExecutionTimeSeconds=0),
+            None,
+            "spec.maximumExecutionTimeSeconds",
+            id="workload-zero",
+        ),
+        pytest.param(job(labels={MAX_EXEC: "30"}), 30, None, id="job-label"),
+        pytest.param(job(labels={MAX_EXEC: "3000000000"}), None, None, id="job-label-past-int32"),
+        pytest.param(
+            job(labels={MAX_EXEC: "0"}), None, f"metadata.labels[{MAX_EXEC}]", id="job-label-zero"
+        ),
+        pytest.param(
+            job(labels={MAX_EXEC: "1_0"}), None, f"metadata.labels[{MAX_EXEC}]", id="job-label-text"
+        ),
+    ],
+)
+def test_maximum_execution_time(manifest: Doc, seconds: int | None, error: str | None) -> None:
+    """Kueue's spec.maximumExecutionTimeSeconds (minimum 1) and a job's label (a positive
+    integer, strconv.Atoi's syntax; past int32 it is no limit, as Kueue parses it)."""
+    if error is not None:
+        with pytest.raises(ManifestError) as info:
+            parse_object(manifest)
+        assert info.value.field == error
+        return
+    wl = parse_object(manifest)
+    assert isinstance(wl, Workload)
+    assert wl.max_exec_seconds == seconds
 
 
 def test_error_message_format_from_brief() -> None:

@@ -218,6 +218,33 @@ def test_runtime_restarts_after_eviction() -> None:
     assert seen[180][0] == "Finished"
 
 
+def test_maximum_execution_time_deactivates_between_steps() -> None:
+    """A Job labelled kueue.x-k8s.io/max-exec-time-seconds=30 and a Workload with
+    spec.maximumExecutionTimeSeconds=20, admitted at 0 (2 CPUs each of 4): each is deactivated
+    at its own instant between the steps, and what waited behind them is admitted then."""
+    limited_job = job("train", "2")
+    limited_job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "30"
+    limited_wl = workload("eval", "2")
+    limited_wl["spec"]["maximumExecutionTimeSeconds"] = 20
+    o = run(
+        scenario(
+            [
+                {"at": 0, "apply": [limited_job, limited_wl, workload("next", "2")]},
+                {"at": 19, "expect": {"admitted": ["default/train", "default/eval"]}},
+                {
+                    "at": 25,
+                    "expect": {"admitted": ["default/train", "default/next"], "pending": []},
+                },
+                {
+                    "at": 30,
+                    "expect": {"admitted": ["default/next"], "pending": [], "preempted": []},
+                },
+            ]
+        )
+    )
+    assert mismatches(o) == []
+
+
 def test_finishes_at_one_instant_settle_once_in_time_order() -> None:
     """Two 2-CPU workloads end at 10; the 4-CPU one waiting behind them is admitted at 10."""
     admitted_at: dict[str, float | None] = {}

@@ -24,6 +24,7 @@ from gpuaas.core.errors import ApplyError
 from gpuaas.core.fairsharing import FairPreemption, fair_order
 from gpuaas.core.interning import Shared
 from gpuaas.core.lifecycle import Lifecycle
+from gpuaas.core.max_exec import MaxExecution
 from gpuaas.core.objects import (
     AdmissionCheck,
     ClusterQueue,
@@ -109,6 +110,7 @@ class Cluster:
         self.life = Lifecycle(self)
         self.gate = CheckGate(self)
         self.pods_ready = PodsReadyGate(self, self.config.wait_for_pods_ready)
+        self.max_exec = MaxExecution(self)
         self.now = 0.0  # the instant being scheduled (set by schedule())
         # (namespace, ClusterQueue) -> does the CQ's namespaceSelector admit it, and
         # (namespace, LocalQueue) -> resolve_cq's answer. Both are forgotten on any apply or
@@ -171,6 +173,13 @@ class Cluster:
                     self.life.evict(wl, "ClusterQueueStopped", "The ClusterQueue is stopped", now)
 
     def _apply_local_queue(self, lq: LocalQueue, now: float) -> None:
+        old = self.local_queues.get((lq.namespace, lq.name))
+        if old is not None and old.cluster_queue != lq.cluster_queue:
+            # The CRD's rule (x-kubernetes-validations self == oldSelf): to move a LocalQueue's
+            # workloads to another ClusterQueue, delete it and create it again.
+            raise ApplyError(
+                f"LocalQueue {lq.namespace}/{lq.name}", "spec.clusterQueue", "field is immutable"
+            )
         self.local_queues[(lq.namespace, lq.name)] = lq
         self._tree_dirty = True  # warnings name LocalQueues pointing at missing ClusterQueues
         self._reroute_pending()
@@ -480,6 +489,7 @@ class Cluster:
             if name in self.cqs:
                 self.requeue_tree(self.cqs[name], now)
         self.pods_ready.expire(now)  # waitForPodsReady: evict what timed out, before scheduling
+        self.max_exec.expire(now)  # deactivate what ran past its maximum execution time
         for wl in self.backoff.due(now, self.workloads):
             self.pods_ready.backoff_finished(wl, now)
             self.dirty.add(wl.key)  # its status loses requeueState.requeueAt, as in Kueue
@@ -548,7 +558,11 @@ class Cluster:
     def next_wakeup(self) -> float | None:
         """The next instant at which ``schedule`` has something new to look at, if any."""
         times = [at for _, at in self._pending_requeue.values()]
-        times += [t for t in (self.backoff.next_at(), self.pods_ready.next_at()) if t is not None]
+        times += [
+            t
+            for t in (self.backoff.next_at(), self.pods_ready.next_at(), self.max_exec.next_at())
+            if t is not None
+        ]
         times += [self._wakeups[0][0]] if self._wakeups else []
         return min(times) if times else None
 
@@ -635,6 +649,13 @@ class Cluster:
 
     def admitted(self) -> Iterable[WorkloadState]:
         return (w for w in self.workloads.values() if w.phase == Phase.ADMITTED)
+
+    def restore_past_execution(self, key: str, seconds: int) -> None:
+        """A restart gives a workload back its ``accumulatedPastExecutionTimeSeconds``."""
+        wl = self.workloads.get(key)
+        if wl is not None and seconds > 0:
+            wl.past_exec_seconds = seconds
+            self.max_exec.watch(wl)
 
     def restore_admission(
         self,

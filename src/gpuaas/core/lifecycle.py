@@ -28,7 +28,7 @@ from gpuaas.core.decisions import (
 )
 from gpuaas.core.errors import ApplyError
 from gpuaas.core.interning import admission_key
-from gpuaas.core.objects import Workload
+from gpuaas.core.objects import MAX_EXEC_LABEL, Workload
 from gpuaas.core.queues import shape_of
 from gpuaas.core.state import Admission, Phase, PodSetAssignment, WorkloadState
 
@@ -56,6 +56,8 @@ class Lifecycle:
         """Record ``d``: in the decision list, as conditions on ``wl``, and as events."""
         c = self.c
         c.decisions.append(d)
+        if wl.workload.max_exec_seconds is not None:
+            c.max_exec.before(wl, d)
         write = record.CONDITION_WRITERS.get(type(d))  # record.conditions, one call fewer
         if write is not None:
             write(wl, d)
@@ -115,6 +117,25 @@ class Lifecycle:
                     f"{w.kind} {w.key}",
                     "spec.queueName",
                     "field is immutable while quota is reserved",
+                )
+            if (
+                old.workload.max_exec_seconds != w.max_exec_seconds
+                and old.conditions.get("Admitted") is not None
+                and old.conditions["Admitted"].status == "True"
+            ):
+                raise ApplyError(  # the CRD's rule (Admitted); a job's webhook: unsuspended
+                    f"{w.kind} {w.key}",
+                    "spec.maximumExecutionTimeSeconds"
+                    if w.kind == "Workload"
+                    else f"metadata.labels[{MAX_EXEC_LABEL}]",
+                    "is immutable while workload quota reserved",
+                )
+            if old.workload.priority_source != w.priority_source:
+                raise ApplyError(  # the CRD's rules: set, unset, kind or PriorityClass name
+                    f"{w.kind} {w.key}",
+                    "spec.priorityClassRef",
+                    "is immutable while workload quota reserved (a WorkloadPriorityClass's "
+                    "name may change)",
                 )
             old.workload = w
             if not w.active and old.phase == Phase.ADMITTED:
@@ -228,6 +249,8 @@ class Lifecycle:
         if restored:  # the state it had before the restart: conditions only, nothing new
             record.conditions(wl, reserve)
             if not wl.awaiting_checks:
+                if wl.workload.max_exec_seconds is not None:
+                    c.max_exec.before(wl, admit)
                 record.conditions(wl, admit)
                 if c.pods_ready.enabled:
                     c.pods_ready.follow(wl, admit)

@@ -382,6 +382,13 @@ def _fungibility(ctx: Ctx, spec: dict[str, Any]) -> FlavorFungibility:
 MAX_ADMISSION_CHECKS = 64  # kubebuilder MaxItems on admissionChecks and on onFlavors
 
 
+def _check_reference(ctx: Ctx, name: str, path: str) -> None:
+    """Kueue's AdmissionCheckReference: 1 to 316 characters, no pattern (a name no
+    AdmissionCheck can have leaves the ClusterQueue inactive, as a missing check does)."""
+    if len(name) > 316:
+        raise ctx.err(path, f"must be no more than 316 characters, got {len(name)}")
+
+
 def _admission_checks(ctx: Ctx, spec: dict[str, Any]) -> tuple[CheckRule, ...]:
     """``spec.admissionChecks`` (v1beta1 only) or ``spec.admissionChecksStrategy``, never both."""
     plain = opt_list(ctx, spec, "admissionChecks", "spec.admissionChecks")
@@ -403,7 +410,7 @@ def _admission_checks(ctx: Ctx, spec: dict[str, Any]) -> tuple[CheckRule, ...]:
         path = f"spec.admissionChecks[{i}]"
         if type(raw) is not str or not raw:
             raise ctx.err(path, f"must be a name, got {raw!r}")
-        check_dns_subdomain(ctx, raw, path)
+        _check_reference(ctx, raw, path)
         if raw in seen:
             raise ctx.err(path, f"Duplicate value: {raw!r}")
         seen.add(raw)
@@ -418,7 +425,7 @@ def _admission_checks(ctx: Ctx, spec: dict[str, Any]) -> tuple[CheckRule, ...]:
             name = opt_str(ctx, rule, "name", f"{sp}[{i}].name")
             if not name:
                 raise ctx.err(f"{sp}[{i}].name", "required value")
-            check_dns_subdomain(ctx, name, f"{sp}[{i}].name")
+            _check_reference(ctx, name, f"{sp}[{i}].name")
             if name in seen:
                 raise ctx.err(f"{sp}[{i}].name", f"Duplicate value: {name!r}")
             seen.add(name)

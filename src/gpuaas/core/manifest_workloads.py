@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from gpuaas.core.manifest_common import (
+    INT32_MAX,
     Ctx,
     check_dns_label,
     check_dns_subdomain,
@@ -26,7 +27,7 @@ from gpuaas.core.manifest_common import (
     string_map,
 )
 from gpuaas.core.manifest_pods import ExtraContainer, build_pod_set, first_container
-from gpuaas.core.objects import PodSet, Workload
+from gpuaas.core.objects import MAX_EXEC_LABEL, SOURCE_POD, SOURCE_WPC, PodSet, Workload
 from gpuaas.core.quantity import QuantityError, parse_quantity_exact
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -37,6 +38,7 @@ RUNTIME_ANNOTATION = "gpuaas.dev/runtime-seconds"
 WPC_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 RAY_FT_ANNOTATION = "ray.io/ft-enabled"
 
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 MAX_POD_SETS = 18  # Workload spec.podSets MaxItems and jobframework.MaxPodSets
 # KubeRay's RayCluster CRD defaults an omitted workerGroupSpecs[].replicas to 0 before Kueue reads
 # the object (Kueue's own fallback for a nil pointer, 1, is therefore never reached via the API).
@@ -108,8 +110,9 @@ def _check_unique_names(ctx: Ctx, pod_sets: list[PodSet], path: str) -> None:
         seen.add(ps.name)
 
 
-def _priority_class(ctx: Ctx, spec: dict[str, Any], priority: int | None) -> str | None:
-    """The WorkloadPriorityClass a Workload names, in its v1beta1 or v1beta2 spelling."""
+def _priority_class(ctx: Ctx, spec: dict[str, Any], priority: int | None) -> tuple[str | None, str]:
+    """The WorkloadPriorityClass a Workload names, in its v1beta1 or v1beta2 spelling, and
+    where its priority comes from (``Workload.priority_source``)."""
     ref = opt_map(ctx, spec, "priorityClassRef", "spec.priorityClassRef")
     if ref is not None:
         p = "spec.priorityClassRef"
@@ -119,13 +122,13 @@ def _priority_class(ctx: Ctx, spec: dict[str, Any], priority: int | None) -> str
         if not name:
             raise ctx.err(f"{p}.name", "required value")
         if (group, kind) == ("kueue.x-k8s.io", "WorkloadPriorityClass"):
-            return name
+            return name, SOURCE_WPC
         if (group, kind) == ("scheduling.k8s.io", "PriorityClass"):
             if priority is None:
                 raise ctx.err(
                     "spec.priority", "priority should not be nil when priorityClassRef is set"
                 )
-            return None
+            return None, SOURCE_POD + name
         raise ctx.err(
             p,
             f"unsupported group/kind {group!r}/{kind!r}: expected kueue.x-k8s.io/"
@@ -133,14 +136,14 @@ def _priority_class(ctx: Ctx, spec: dict[str, Any], priority: int | None) -> str
         )
     name = opt_str(ctx, spec, "priorityClassName", "spec.priorityClassName")
     if not name:
-        return None
+        return None, ""
     source = opt_str(ctx, spec, "priorityClassSource", "spec.priorityClassSource")
     if source == WPC_SOURCE:
-        return name
+        return name, SOURCE_WPC
     # A pod PriorityClass: gpuaas has no such objects, so the value must be given (as the CRD asks).
     if priority is None:
         raise ctx.err("spec.priority", "priority should not be nil when priorityClassName is set")
-    return None
+    return None, SOURCE_POD + name
 
 
 def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workload:
@@ -191,6 +194,7 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         if len(_GOOD_QUEUES) < 10000:
             _GOOD_QUEUES.add(queue)
     priority = opt_int(ctx, spec, "priority", "spec.priority")
+    priority_class, source = _priority_class(ctx, spec, priority)
     wl = _workload(
         ctx,
         pod_sets,
@@ -198,8 +202,12 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         annotations,
         queue,
         priority=priority,
-        priority_class=_priority_class(ctx, spec, priority),
+        priority_class=priority_class,
         active=opt_bool(ctx, spec, "active", "spec.active", True),
+    )
+    wl.priority_source = source
+    wl.max_exec_seconds = opt_int(
+        ctx, spec, "maximumExecutionTimeSeconds", "spec.maximumExecutionTimeSeconds", minimum=1
     )
     wl.uid = _uid(ctx, meta)
     wl.job_uid = labels.get(JOB_UID_LABEL, "")
@@ -221,7 +229,21 @@ def job_workload(ctx: Ctx, meta: dict[str, Any], pod_sets: list[PodSet], path: s
         check_dns_subdomain(ctx, wpc, f"metadata.labels[{PRIORITY_CLASS_LABEL}]")
     wl = _workload(ctx, pod_sets, labels, annotations, queue, priority_class=wpc)
     wl.job_uid = _uid(ctx, meta)  # the job's own; the Workload made from it has another
+    if MAX_EXEC_LABEL in labels:
+        wl.max_exec_seconds = _max_exec_label(ctx, labels[MAX_EXEC_LABEL])
     return wl
+
+
+def _max_exec_label(ctx: Ctx, raw: str) -> int | None:
+    """A job's ``kueue.x-k8s.io/max-exec-time-seconds``: refused unless a positive integer
+    (Kueue's job webhook); one past int32 is no limit, as Kueue's parse of it gives none."""
+    path = f"metadata.labels[{MAX_EXEC_LABEL}]"
+    if not _GO_INT.fullmatch(raw):  # strconv.Atoi's syntax (no spaces, no underscores)
+        raise ctx.err(path, f"must be an integer number of seconds, got {raw!r}")
+    value = int(raw)
+    if value <= 0:
+        raise ctx.err(path, f"should be greater than 0, got {value}")
+    return value if value <= INT32_MAX else None
 
 
 def _uid(ctx: Ctx, meta: dict[str, Any]) -> str:

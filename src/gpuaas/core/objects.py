@@ -246,6 +246,11 @@ class PodSet:
     required_affinity: tuple[NodeSelectorTerm, ...] = ()
 
 
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"  # a job's maximum execution time
+SOURCE_WPC = "kueue.x-k8s.io/WorkloadPriorityClass"  # Workload.priority_source values
+SOURCE_POD = "scheduling.k8s.io/PriorityClass/"  # + the class's name
+
+
 @dataclass(slots=True)
 class Workload:
     """A unit of admission. ``kind`` tells which object it was built from (Workload, Job, ...)."""
@@ -268,6 +273,12 @@ class Workload:
     # Kueue's ValidateResources failure ("resources validation failed: ..."), "" when its
     # podSets are valid: Kueue accepts such a Workload and never admits it (Misconfigured).
     invalid_resources: str = ""
+    # A Workload's priority source: "" none, SOURCE_WPC, or SOURCE_POD + the PriorityClass name;
+    # Kueue's CEL rules keep it while quota is reserved (a WorkloadPriorityClass may be renamed).
+    priority_source: str = ""
+    # Kueue's spec.maximumExecutionTimeSeconds (a job's max-exec-time-seconds label): None for
+    # no limit (core.max_exec).
+    max_exec_seconds: int | None = None
     # "namespace/name", computed once: namespace and name never change after parsing.
     key: str = field(init=False, default="", repr=False, compare=False)
 

@@ -143,6 +143,8 @@ class WorkloadState:
     # MultiKueue (status.nominatedClusterNames, status.clusterName): reset on eviction.
     nominated_cluster_names: tuple[str, ...] = ()
     cluster_name: str | None = None
+    # Kueue's status.accumulatedPastExecutionTimeSeconds: seconds Admitted before now (max_exec).
+    past_exec_seconds: int = 0
     # Engine bookkeeping (not part of Kueue's status):
     usage: dict[tuple[str, str], int] = field(default_factory=dict)  # quota held now
     shape: object = None  # scheduling-equivalence key

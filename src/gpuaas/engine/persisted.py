@@ -59,7 +59,7 @@ def _shown(st: WorkloadState) -> tuple[Any, ...]:
         for c in st.admission_checks.values()
     )
     placement = (st.nominated_cluster_names, st.cluster_name)
-    requeue = (st.requeue_state_count, st.requeue_at, st.workload.active)
+    requeue = (st.requeue_state_count, st.requeue_at, st.workload.active, st.past_exec_seconds)
     return (st.phase, conds, adm, st.admitted_at, checks, requeue, placement)
 
 
@@ -100,6 +100,13 @@ def requeue_count_from_status(doc: JsonDoc) -> int:
     state = status.get("requeueState") if isinstance(status, dict) else None
     count = state.get("count") if isinstance(state, dict) else None
     return count if isinstance(count, int) and count > 0 else 0
+
+
+def past_execution_from_status(doc: JsonDoc) -> int:
+    """Kueue's ``status.accumulatedPastExecutionTimeSeconds`` as last written (0 if absent)."""
+    status = doc.get("status")
+    past = status.get("accumulatedPastExecutionTimeSeconds") if isinstance(status, dict) else None
+    return past if isinstance(past, int) and past > 0 else 0
 
 
 def checks_from_internal(internal: JsonDoc) -> list[AdmissionCheckStatus]:

@@ -126,6 +126,8 @@ class Restore:
             st = self._cluster.workloads.get(obj.key)
             if st is not None:
                 st.requeue_state_count = persisted.requeue_count_from_status(rec.doc)
+                past = persisted.past_execution_from_status(rec.doc)
+                self._cluster.restore_past_execution(obj.key, past)
             if st is not None and render.workload_status(st) == rec.doc.get("status"):
                 self._fingerprints[obj.key] = persisted.fingerprint(st)
         # 3. A ClusterQueue deleted but kept by its finalizer is terminating again.

@@ -88,6 +88,8 @@ def workload_status(st: WorkloadState) -> JsonDoc:
         status["admissionChecks"] = checks
     if st.cluster_name is not None:
         status["clusterName"] = st.cluster_name
+    if st.past_exec_seconds:
+        status["accumulatedPastExecutionTimeSeconds"] = st.past_exec_seconds
     if st.nominated_cluster_names:
         status["nominatedClusterNames"] = list(st.nominated_cluster_names)
     if st.requeue_state_count or st.requeue_at is not None:
@@ -150,6 +152,8 @@ def derived_workload_doc(wl: Workload, owner: JsonDoc, api_version: str) -> Json
         spec["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
     if wl.priority is not None:
         spec["priority"] = wl.priority
+    if wl.max_exec_seconds is not None:  # from the job's max-exec-time-seconds label
+        spec["maximumExecutionTimeSeconds"] = wl.max_exec_seconds
     labels = dict(meta.get("labels") or {})
     return {
         "apiVersion": api_version,
