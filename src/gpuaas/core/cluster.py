@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from gpuaas.core import pending
 from gpuaas.core.backoff import Backoff, BackoffStep, backoff_step
@@ -143,6 +144,7 @@ class Cluster:
             self._apply_local_queue(obj, now)
         elif isinstance(obj, WorkloadPriorityClass):
             self.priority_classes[obj.name] = obj
+            self._reprioritize(obj, now)
         elif isinstance(obj, AdmissionCheck):
             self.admission_checks[obj.name] = obj
             self._tree_dirty = True  # ClusterQueues that name it may change activeness
@@ -171,6 +173,17 @@ class Cluster:
             for wl in sorted(cq.admitted.values(), key=lambda w: w.uid):
                 if wl.phase == Phase.ADMITTED:
                     self.life.evict(wl, "ClusterQueueStopped", "The ClusterQueue is stopped", now)
+
+    def _reprioritize(self, pc: WorkloadPriorityClass, now: float) -> None:
+        """Kueue's WorkloadPriorityClass controller: on every create or change of a class, each
+        workload that names it gets the class's value as its spec.priority."""
+        for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
+            w = wl.workload
+            if w.priority_class != pc.name or wl.phase == Phase.FINISHED:
+                continue
+            if w.priority != pc.value:
+                wl.workload = replace(w, priority=pc.value)
+            self.life.set_priority(wl, pc.value, now)
 
     def _apply_local_queue(self, lq: LocalQueue, now: float) -> None:
         old = self.local_queues.get((lq.namespace, lq.name))

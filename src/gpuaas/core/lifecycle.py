@@ -106,6 +106,13 @@ class Lifecycle:
         self.c.version += 1
         self.c.dirty.add(w.key)
         if old.phase in (Phase.ADMITTED, Phase.EVICTING):
+            if old.workload.pod_sets != w.pod_sets and w.kind != "Workload":
+                # Kueue's job webhook lets a running Job's parallelism change; its reconciler
+                # then finds the Workload no longer matches the job (ensureOneWorkload): the job
+                # is stopped, that Workload deleted and a new one created, which waits anew.
+                self.delete_workload(w.key, now)
+                self.apply_workload(w, now)
+                return
             if old.workload.pod_sets != w.pod_sets:
                 raise ApplyError(
                     f"{w.kind} {w.key}",
@@ -138,6 +145,7 @@ class Lifecycle:
                     "name may change)",
                 )
             old.workload = w
+            self.set_priority(old, self._resolve_priority(w), now)
             if not w.active and old.phase == Phase.ADMITTED:
                 self.evict(old, "Deactivated", _DEACTIVATED, now)
             return
@@ -152,13 +160,39 @@ class Lifecycle:
         old.last_tried = None
         if not w.active:
             self._unqueue(old)
+            old.requeue_state_count = 0  # Kueue clears requeueState on deactivation
+            old.requeue_at = None
             if old.phase != Phase.INACTIVE:
                 old.phase = Phase.INACTIVE
                 self.emit(old, Deactivate(w.key, now, "Deactivated", _DEACTIVATED))
             return
         old.phase = Phase.PENDING
         self._unqueue(old)
-        self.c.push(old)
+        if old.requeue_at is None or old.requeue_at <= now:
+            self.c.push(old)
+        # else it is backing off and stays out until then (Kueue's PushOrUpdate puts it in the
+        # inadmissible set while backoffWaitingTimeExpired is false); the back-off brings it.
+
+    def set_priority(self, wl: WorkloadState, priority: int, now: float) -> None:
+        """A workload's priority changed (its spec, its job's priority-class label, or the
+        value of its WorkloadPriorityClass): a pending one takes its new place in its queue
+        (and leaves the inadmissible set, as Kueue's PushOrUpdate does for a changed spec); one
+        holding quota is a victim at its new priority, and the waiting workloads of its cohort
+        tree are tried again (Kueue's PriorityChanged -> QueueAssociatedInadmissibleWorkloads)."""
+        if priority == wl.priority:
+            return
+        c = self.c
+        wl.priority = priority
+        wl.shape = self._shape(wl.workload, priority)
+        c.dirty.add(wl.key)
+        c.version += 1
+        if wl.phase == Phase.PENDING:
+            if wl.requeue_at is None or wl.requeue_at <= now:  # not while it backs off
+                c.push(wl)
+        elif wl.phase in (Phase.ADMITTED, Phase.EVICTING):
+            cq = c.cqs.get(wl.cluster_queue or "")
+            if cq is not None:
+                c.requeue_tree(cq, now)
 
     def _unqueue(self, wl: WorkloadState) -> None:
         if wl.cluster_queue is not None and wl.cluster_queue in self.c.cqs:
