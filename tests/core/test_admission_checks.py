@@ -91,6 +91,13 @@ def test_rejected_deactivates_and_reapplying_does_not_reactivate() -> None:
     assert c.workloads["default/a"].phase == Phase.INACTIVE
     c.apply(spec, 3)
     assert c.schedule(3) == [] and c.workloads["default/a"].phase == Phase.INACTIVE
+    # spec.active set back to true, as a user does in Kueue: requeued, and its check runs anew
+    again = WL("a").queue("lq").request(cpu="3").obj()
+    again.active_given = True
+    c.apply(again, 4)
+    c.schedule(4)
+    st = c.workloads["default/a"]
+    assert st.phase == Phase.ADMITTED and st.awaiting_checks
 
 
 def test_inactive_check_makes_the_cluster_queue_inactive() -> None:

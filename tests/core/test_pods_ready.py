@@ -128,10 +128,11 @@ def test_timeout_evicts_then_requeues_with_backoff() -> None:
     assert _cond(c, "Evicted") == ("True", "PodsReadyTimeout")
     assert c.next_wakeup() == 15
     assert "back-off" in c.why_pending(KEY)
+    assert wl.queued_at == 10  # requeuingStrategy.timestamp Eviction: ordered by the eviction
     readmit = c.schedule(15)
     assert any(isinstance(d, Reserve) for d in readmit)
     assert _cond(c, "Requeued") == ("True", "BackoffFinished")
-    assert wl.queued_at == 10  # requeuingStrategy.timestamp Eviction: ordered by the eviction
+    assert wl.queued_at == wl.created_at  # Evicted is False again: ordered by its creation
     # the second timeout waits base * 2
     c.schedule(25)
     assert (wl.requeue_state_count, wl.requeue_at) == (2, 35)

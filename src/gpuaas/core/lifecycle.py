@@ -149,10 +149,23 @@ class Lifecycle:
             if not w.active and old.phase == Phase.ADMITTED:
                 self.evict(old, "Deactivated", _DEACTIVATED, now)
             return
+        if (
+            old.deactivated_by_check
+            and old.phase == Phase.INACTIVE
+            and w.kind == "Workload"
+            and w.active
+            and w.active_given
+            and not old.workload.active
+        ):
+            # The user set spec.active back to true on a Workload Kueue deactivated (a Rejected
+            # check, the requeuing limit): Kueue requeues it (Requeued, WorkloadReactivated).
+            # A manifest that leaves spec.active out leaves it false, as kubectl apply does.
+            old.deactivated_by_check = False
         if old.phase == Phase.FINISHED or old.deactivated_by_check:
-            # Finished stays finished; a workload a Rejected check deactivated stays inactive
-            # (Kueue wrote spec.active=false on it): delete and create it to try again.
-            old.workload = w
+            # Finished stays finished; a job's workload that Kueue deactivated (a Rejected check,
+            # the requeuing limit) stays inactive whatever its job's updates: the job carries no
+            # spec.active to set back (delete and create the job to try again).
+            old.workload = replace(w, active=False) if old.deactivated_by_check else w
             return
         old.workload = w
         old.priority = self._resolve_priority(w)
@@ -264,6 +277,10 @@ class Lifecycle:
         wl.cluster_queue = cq.name
         wl.phase = Phase.ADMITTED
         wl.admitted_at = now
+        # Its Evicted condition turns False, so Kueue orders it by its creation time again
+        # (GetQueueOrderTimestamp reads an eviction's time only while it is Evicted for a
+        # PodsReady timeout or a check): a later preemption does not send it to the back.
+        wl.queued_at = wl.created_at
         wl.admission_count += 1
         c.admitted_now[key] = c.admitted_now.get(key, 0) + 1
         wl.pending_reason = ""

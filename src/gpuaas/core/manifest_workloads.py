@@ -206,6 +206,7 @@ def parse_workload(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -> Workl
         active=opt_bool(ctx, spec, "active", "spec.active", True),
     )
     wl.priority_source = source
+    wl.active_given = spec.get("active") is not None
     wl.max_exec_seconds = opt_int(
         ctx, spec, "maximumExecutionTimeSeconds", "spec.maximumExecutionTimeSeconds", minimum=1
     )

@@ -276,6 +276,9 @@ class Workload:
     # A Workload's priority source: "" none, SOURCE_WPC, or SOURCE_POD + the PriorityClass name;
     # Kueue's CEL rules keep it while quota is reserved (a WorkloadPriorityClass may be renamed).
     priority_source: str = ""
+    # spec.active was written in the manifest (a Workload's; kubectl apply leaves a field the
+    # manifest does not name as it is, so only an explicit true reactivates: Lifecycle).
+    active_given: bool = field(default=False, compare=False)
     # Kueue's spec.maximumExecutionTimeSeconds (a job's max-exec-time-seconds label): None for
     # no limit (core.max_exec).
     max_exec_seconds: int | None = None

@@ -162,7 +162,8 @@ class PodsReadyGate:
             left = timeout_left(wl, cfg, now)
             if left is None:
                 continue
-            if left[1] > 0:
+            if now + left[1] > now:  # not "left > 0": a float remainder that adds nothing to
+                # now (a timeout of 3010ms is 3.0100000000000002 s) would be pushed at now again
                 heapq.heappush(self._deadlines, (now + left[1], wl.uid, key))
                 continue
             self._time_out(wl, cfg, now)

@@ -139,7 +139,9 @@ class WorkloadState:
     queued_at: float = -1.0
     requeue_at: float | None = None  # backoff: not back in its queue before this instant
     requeue_state_count: int = 0  # Kueue's status.requeueState.count: backoff evictions so far
-    deactivated_by_check: bool = False  # a Rejected check deactivated it (Kueue sets active=false)
+    # Kueue deactivated it (a Rejected check, the requeuing limit) and wrote spec.active=false:
+    # only a Workload's own spec.active set back to true brings it back (Lifecycle).
+    deactivated_by_check: bool = False
     # MultiKueue (status.nominatedClusterNames, status.clusterName): reset on eviction.
     nominated_cluster_names: tuple[str, ...] = ()
     cluster_name: str | None = None
