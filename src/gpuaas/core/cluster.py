@@ -168,10 +168,16 @@ class Cluster:
                 self._rebuild_queue(old, strict=strict)
         self._tree_dirty = True
         cq = self.cqs[spec.name]
-        if spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+        if spec.stop_policy != StopPolicy.NONE:
             self.refresh_structure()
+            why = f"ClusterQueue {spec.name} is stopped"
+            drain = spec.stop_policy == StopPolicy.HOLD_AND_DRAIN
             for wl in sorted(cq.admitted.values(), key=lambda w: w.uid):
-                if wl.phase == Phase.ADMITTED:
+                if wl.phase != Phase.ADMITTED:
+                    continue
+                if wl.awaiting_checks:
+                    self.life.unreserve(wl, "Inadmissible", why, now)
+                elif drain:
                     self.life.evict(wl, "ClusterQueueStopped", "The ClusterQueue is stopped", now)
 
     def _reprioritize(self, pc: WorkloadPriorityClass, now: float) -> None:
@@ -196,14 +202,24 @@ class Cluster:
         self.local_queues[(lq.namespace, lq.name)] = lq
         self._tree_dirty = True  # warnings name LocalQueues pointing at missing ClusterQueues
         self._reroute_pending()
-        if lq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
-            for wl in sorted(self.workloads.values(), key=lambda w: w.uid):
-                if (
-                    wl.phase == Phase.ADMITTED
-                    and wl.workload.namespace == lq.namespace
-                    and wl.workload.queue_name == lq.name
-                ):
+        if lq.stop_policy != StopPolicy.NONE:
+            why = f"LocalQueue {lq.name} is stopped"
+            drain = lq.stop_policy == StopPolicy.HOLD_AND_DRAIN
+            for wl in self._of_local_queue(lq.namespace, lq.name):
+                if wl.awaiting_checks:
+                    self.life.unreserve(wl, "Inadmissible", why, now)
+                elif drain:
                     self.life.evict(wl, "LocalQueueStopped", "The LocalQueue is stopped", now)
+
+    def _of_local_queue(self, namespace: str, name: str) -> list[WorkloadState]:
+        """The workloads of a LocalQueue that hold quota, in creation order."""
+        return [
+            wl
+            for wl in sorted(self.workloads.values(), key=lambda w: w.uid)
+            if wl.phase == Phase.ADMITTED
+            and wl.workload.namespace == namespace
+            and wl.workload.queue_name == name
+        ]
 
     def delete(self, kind: str, namespace: str | None, name: str, now: float) -> bool:
         self.version += 1
@@ -218,6 +234,10 @@ class Cluster:
             cq = self.cqs.get(name)
             if cq is None:
                 return False
+            why = f"ClusterQueue {name} is terminating or missing"
+            for wl in sorted(cq.admitted.values(), key=lambda w: w.uid):
+                if wl.phase == Phase.ADMITTED and wl.awaiting_checks:
+                    self.life.unreserve(wl, "Inadmissible", why, now)
             if cq.admitted:
                 cq.terminating = True  # Kueue keeps it until its workloads are gone
             else:
@@ -227,6 +247,10 @@ class Cluster:
             found = self.cohorts.pop(name, None) is not None
         elif kind == "LocalQueue":
             found = self.local_queues.pop((namespace or "default", name), None) is not None
+            why = f"LocalQueue {name} is terminating or missing"
+            for wl in self._of_local_queue(namespace or "default", name):
+                if wl.awaiting_checks:
+                    self.life.unreserve(wl, "Inadmissible", why, now)
             self._reroute_pending()
         elif kind == "WorkloadPriorityClass":
             return self.priority_classes.pop(name, None) is not None

@@ -362,6 +362,20 @@ class Lifecycle:
         if self.c.instant_evictions:
             self.complete_evictions(now)
 
+    def unreserve(self, wl: WorkloadState, reason: str, message: str, now: float) -> None:
+        """Give back the quota a workload reserved but was not yet Admitted with (its checks are
+        not all Ready) because its queue stopped or went away: Kueue's workload controller
+        unsets the reservation (``UnsetQuotaReservationWithCondition``) rather than evicting it,
+        so it is pending again, not preempted, its check states kept."""
+        c = self.c
+        c.dirty.add(wl.key)
+        self._release(wl, now)
+        wl.admission = None
+        wl.phase = Phase.PENDING
+        c.version += 1
+        self.emit(wl, Pend(wl.key, now, reason, message))
+        c.push(wl)
+
     def deactivate(self, wl: WorkloadState, cause: str, now: float) -> None:
         """Deactivate an admitted workload as Kueue's workload controller does after a
         DeactivationTarget: ``spec.active`` becomes false, ``requeueState`` is cleared, and it is
