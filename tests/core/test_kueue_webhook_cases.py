@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from core.test_manifests import doc
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.manifests import ManifestError, parse_object
 from gpuaas.core.objects import (
@@ -43,13 +44,8 @@ Doc = dict[str, Any]
 
 
 def obj(kind: str, name: str | None, api: str = V1B2, ns: str | None = None, **body: Any) -> Doc:
-    meta: Doc = {} if name is None else {"name": name}
-    if ns is not None:
-        meta["namespace"] = ns
-    for key in ("labels", "annotations"):
-        if key in body:
-            meta[key] = body.pop(key)
-    return {"apiVersion": api, "kind": kind, "metadata": meta, **body}
+    """test_manifests' ``doc``, in Kueue's newer API version by default (its wrappers' own)."""
+    return doc(kind, name, api, ns, **body)
 
 
 def res(name: str, nominal: str = "0", borrowing: str = "", lending: str = "") -> Doc:
