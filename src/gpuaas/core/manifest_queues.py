@@ -93,14 +93,14 @@ def parse_resource_flavor(ctx: Ctx, doc: dict[str, Any], meta: dict[str, Any]) -
     )
 
 
-def _int_quantity(ctx: Ctx, value: Fraction, resource: str, path: str) -> int:
-    """Kueue's int64 for a quantity already known to be valid: milli for CPU, rounded away from 0."""
+def _int_quantity(value: Fraction, resource: str) -> int:
+    """Kueue's int64 for a quantity already known to be valid: milli for CPU, rounded away from 0,
+    clamped to int64 as Kueue's ResourceValue (SafeMilliValue, SafeValue) clamps it: a nominal
+    quota of ``1E`` CPUs is the largest quota there is, not an error."""
     scaled = value * 1000 if is_cpu(resource) else value
     n, d = scaled.numerator, scaled.denominator
     result = n if d == 1 else (-((-n) // d) if n > 0 else n // d)
-    if abs(result) > INT64_MAX:
-        raise ctx.err(path, "quantity out of range for a 64-bit integer")
-    return result
+    return max(-INT64_MAX - 1, min(result, INT64_MAX))
 
 
 def _non_negative(ctx: Ctx, raw: Any, path: str) -> Fraction:
@@ -249,13 +249,9 @@ def _flavor_quotas(
             if not is_cohort and lending > nominal:
                 raise ctx.err(lp, "must be less than or equal to the nominalQuota")
         quotas[res] = ResourceQuota(
-            nominal=_int_quantity(ctx, nominal, res, f"{rp}.nominalQuota"),
-            borrowing_limit=None
-            if borrowing is None
-            else _int_quantity(ctx, borrowing, res, f"{rp}.borrowingLimit"),
-            lending_limit=None
-            if lending is None
-            else _int_quantity(ctx, lending, res, f"{rp}.lendingLimit"),
+            nominal=_int_quantity(nominal, res),
+            borrowing_limit=None if borrowing is None else _int_quantity(borrowing, res),
+            lending_limit=None if lending is None else _int_quantity(lending, res),
         )
     return FlavorQuotas(name=name, resources=quotas)
 
