@@ -243,6 +243,7 @@ def _pod_requests(
 
 
 def _to_ints(values: ResourceMap) -> dict[str, int]:
+    """Kueue's int units: rounded up (``Value()``), clamped to int64 (``ResourceValue``)."""
     out: dict[str, int] = {}
     for name, v in values.items():
         if type(v) is not int:
@@ -253,9 +254,9 @@ def _to_ints(values: ResourceMap) -> dict[str, int]:
     return out
 
 
-def _over_in_kueue_order(over: list[str]) -> None:
+def _kueue_order(entry: str) -> int:
     """Init containers, then containers, then the pod's own resources, as Kueue lists them."""
-    over.sort(key=lambda e: 0 if ".initContainers[" in e else 1 if ".containers[" in e else 2)
+    return 0 if ".initContainers[" in entry else 1 if ".containers[" in entry else 2
 
 
 def pod_requests(
@@ -272,22 +273,14 @@ def pod_requests(
     a pod set exceeds every quota and waits, as in Kueue). ``over`` is ``_requirements``'."""
     mark = len(over) if over is not None else 0
     try:
-        fast = _pod_requests(ctx, False, spec, path, extra or [], over)
+        values = _pod_requests(ctx, False, spec, path, extra or [], over)
     except _Inexact:
         if over is not None:
             del over[mark:]  # the exact pass notes them again
-        total = _to_ints(_pod_requests(ctx, True, spec, path, extra or [], over))
-    else:
-        # The fast path only ever holds ints; a sum past int64 is clamped, as Kueue saturates.
-        total = fast  # type: ignore[assignment]
-        for name, v in total.items():
-            if v > INT64_MAX:
-                total[name] = INT64_MAX
-    if over is not None and len(over) > mark + 1:
-        tail = over[mark:]
-        _over_in_kueue_order(tail)
-        over[mark:] = tail
-    return total
+        values = _pod_requests(ctx, True, spec, path, extra or [], over)
+    if over is not None:
+        over[mark:] = sorted(over[mark:], key=_kueue_order)
+    return _to_ints(values)
 
 
 def build_pod_set(
