@@ -95,6 +95,12 @@ def test_a_terminating_cluster_queue_admits_nothing_new(engine: Engine) -> None:
     assert _active(engine, "cq") == ("False", "Terminating")
     engine.create(WL, "ns", _wl("second"))
     assert engine.workload("ns/second").phase != Phase.ADMITTED
+    doc = engine.get(CQ, None, "cq")  # an update keeps it terminating, as in Kubernetes
+    doc["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 3
+    engine.replace(CQ, None, "cq", doc)
+    assert _meta(engine, CQ, "cq")["deletionTimestamp"]
+    assert _active(engine, "cq") == ("False", "Terminating")
+    assert engine.workload("ns/second").phase != Phase.ADMITTED
     engine.delete(WL, "ns", "first")
     engine.tick()
     with pytest.raises(NotFound):

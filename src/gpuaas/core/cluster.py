@@ -162,7 +162,8 @@ class Cluster:
             old.node.quotas = quotas_of(spec.resource_groups)
             old.index_groups()
             old.generation += 1
-            old.terminating = False
+            # A terminating ClusterQueue stays terminating through an update (Kubernetes keeps
+            # the deletionTimestamp): it admits nothing new until its workloads are gone.
             strict = spec.queueing_strategy == QueueingStrategy.STRICT_FIFO
             if old.queue.strict != strict:
                 self._rebuild_queue(old, strict=strict)
