@@ -148,8 +148,11 @@ def test_seed_preemption_shows_in_status_and_events(server: ServerProcess) -> No
         assert summary["team-b-cq"]["pendingWorkloads"] == 1
         cq = c.get(f"{KUEUE}/clusterqueues/team-b-cq").json()
         assert cq["status"]["pendingWorkloads"] == 1
-        # a job's workload goes with the job
-        assert c.delete(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").status_code == 422
+        # a job's Workload deleted alone is made anew for the job (Kueue's job reconciler);
+        # deleted with its job, it is gone
+        assert c.delete(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").status_code == 200
+        again = c.get(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").json()
+        assert again["metadata"]["uid"] != uid
         assert c.delete("/apis/batch/v1/namespaces/team-a/jobs/team-a-job").status_code == 200
         assert c.get(f"{KUEUE}/namespaces/team-a/workloads/team-a-job").status_code == 404
         # Readmitted once the quota came back: Kueue requeues released workloads after its 1 s

@@ -222,6 +222,20 @@ class Cluster:
             and wl.workload.queue_name == name
         ]
 
+    def delete_workload_object(self, namespace: str, name: str, now: float) -> Workload | None:
+        """The Workload object itself is deleted (not its job). Kueue's job reconciler then
+        finds the job without a Workload: it stops the job and, unless the job finished, creates
+        a new Workload for it (``handleJobWithNoWorkload``), which queues afresh. Returns the
+        Workload to create anew, or ``None`` (a plain Workload, or a finished job's)."""
+        wl = self.workloads.get(f"{namespace}/{name}")
+        if wl is None:
+            return None
+        again = (
+            wl.workload if wl.workload.kind != "Workload" and wl.phase != Phase.FINISHED else None
+        )
+        self.delete("Workload", namespace, name, now)
+        return again
+
     def delete(self, kind: str, namespace: str | None, name: str, now: float) -> bool:
         self.version += 1
         if kind == "Workload":

@@ -20,11 +20,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
-from gpuaas.engine import finalizers
+from gpuaas.core.objects import KueueObject, Workload
+from gpuaas.engine import documents, finalizers
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.store import Ack, JsonDoc, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import NAMESPACE, WORKLOAD, Kind
+from gpuaas.vocab.multikueue import PREBUILT_WORKLOAD_LABEL
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import _Batch
@@ -47,6 +49,18 @@ class Deletion:
             self, kind: Kind, namespace: str | None, name: str, key: ObjectKey, verb: str
         ) -> ObjectRecord: ...
         def _reload_if_failed(self) -> None: ...
+        def _owner_record(self, rec: ObjectRecord) -> ObjectRecord | None: ...
+        def _put_derived(
+            self,
+            batch: _Batch,
+            wl: Workload,
+            owner: JsonDoc,
+            now: float,
+            *,
+            created: bool,
+            uid: str | None = None,
+        ) -> None: ...
+        def _apply(self, obj: KueueObject | None, now: float) -> None: ...
         def _settle(self, now: float, batch: _Batch) -> None: ...
         @staticmethod
         def _new_batch() -> _Batch: ...
@@ -73,6 +87,11 @@ class Deletion:
         with self._lock:
             self._reload_if_failed()
             key = self.key_of(kind, namespace, name)
+            owned = self.objects.get(key) if kind is WORKLOAD else None
+            if owned is not None and owned.internal.get("owner") and namespace is not None:
+                shown, fut = self._delete_job_workload(owned, namespace, name)
+                self._wait(fut)
+                return shown
             old = self._existing_unowned(kind, namespace, name, key, "delete")
             now = self.clock()
             batch = self._new_batch()
@@ -99,7 +118,7 @@ class Deletion:
         """``delete(kind, namespace, name)`` for each item, in order, waited for together: each
         answer, or what its delete raised. Namespaces (whose delete takes everything in them) are
         deleted one by one."""
-        if kind is NAMESPACE or len(items) == 1:
+        if kind is NAMESPACE or len(items) == 1 or (kind is WORKLOAD and self._any_owned(items)):
             return [_answer(self.delete, kind, namespace, name) for namespace, name in items]
         out: list[JsonDoc | Exception | None] = [None] * len(items)
         gone: list[tuple[int, ObjectKey, JsonDoc]] = []  # removed: answered once stored
@@ -165,6 +184,33 @@ class Deletion:
             self._cluster.delete("Workload", ns, key.name, now)
         elif kind is not WORKLOAD or not self._is_owned(key):
             self._cluster.delete(kind.kind, ns, key.name, now)
+
+    def _delete_job_workload(
+        self, old: ObjectRecord, namespace: str, name: str
+    ) -> tuple[JsonDoc, Ack]:
+        """A job's own Workload is deleted, not the job. As in Kueue, the job is stopped (its
+        pods go with the quota) and, unless it finished or names a prebuilt Workload (a
+        MultiKueue worker's copy), its reconciler creates a new Workload for it, with a new uid
+        and creation time, which queues afresh (``handleJobWithNoWorkload``)."""
+        now = self.clock()
+        batch = self._new_batch()
+        shown = old.doc
+        owner = self._owner_record(old)
+        again = self._cluster.delete_workload_object(namespace, name, now)
+        self._remove(batch, old.key, shown)
+        owner_kind = self._kind_of(owner.key) if owner is not None else None
+        if again is not None and owner is not None and owner_kind is not None:
+            labels = owner.doc["metadata"].get("labels") or {}
+            obj = None if PREBUILT_WORKLOAD_LABEL in labels else documents.parse(owner.doc)
+            if isinstance(obj, Workload):
+                documents.stamp_uid(obj, owner_kind, owner.doc["metadata"])
+                self._put_derived(batch, obj, owner.doc, now, created=True)
+                self._apply(obj, now)
+        self._settle(now, batch)
+        return shown, self._commit(batch)
+
+    def _any_owned(self, items: Sequence[tuple[str | None, str]]) -> bool:
+        return any(self._is_owned(self.key_of(WORKLOAD, ns, name)) for ns, name in items)
 
     def _is_owned(self, key: ObjectKey) -> bool:
         rec = self.objects.get(key)

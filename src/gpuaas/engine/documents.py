@@ -225,3 +225,13 @@ def finite(doc: Any) -> tuple[Any, bool]:
             return [v for v, _ in items], True
         return doc, False
     return doc, False
+
+
+def stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:
+    """The core names a preemptor by its UIDs (never its name): give it the ones just stored."""
+    if isinstance(obj, Workload):
+        uid = str(meta.get("uid") or "")
+        if kind.job:
+            obj.job_uid = uid  # the Workload's own uid comes with its derived document
+        else:
+            obj.uid = uid

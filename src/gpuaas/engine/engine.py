@@ -385,7 +385,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
                 generation=1,
             )
             doc.pop("status", None)
-            _stamp_uid(obj, kind, meta)
+            documents.stamp_uid(obj, kind, meta)
             rec = ObjectRecord(key, rv, rv, now, doc)
             self._put(batch, rec, "ADDED", doc)
             stopped = kind is NOTEBOOK and notebook_stopped(doc)
@@ -566,7 +566,7 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         batch = _Batch()
         rv = self._next_rv()
         doc["metadata"]["resourceVersion"] = str(rv)
-        _stamp_uid(obj, kind, doc["metadata"])
+        documents.stamp_uid(obj, kind, doc["metadata"])
         self._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
         self._apply_job_or_object(batch, kind, obj, doc, now, created=False)
         self._settle(now, batch)
@@ -605,13 +605,3 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             self._scheduler = None
         self.committer.close()
         self.hub.close()
-
-
-def _stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:
-    """The core names a preemptor by its UIDs (never its name): give it the ones just stored."""
-    if isinstance(obj, Workload):
-        uid = str(meta.get("uid") or "")
-        if kind.job:
-            obj.job_uid = uid  # the Workload's own uid comes with its derived document
-        else:
-            obj.uid = uid

@@ -74,6 +74,8 @@ class _PreparedStep:
     apply: list[KueueObject]
     delete: list[Ref]
     usage: dict[str, dict[tuple[str, str], int]]  # expected CQ usage, parsed
+    # deletes that name the Workload object itself (kind Workload): a job's is made again
+    workload_objects: set[Ref] = field(default_factory=set)
 
 
 # -- preparing: every object parsed and every reference checked before anything runs -------------
@@ -135,6 +137,7 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
         where = f"{label}: step {step.index} (at {step.at})"
         apply: list[KueueObject] = []
         deletes: list[Ref] = []
+        workload_objects: set[Ref] = set()
         for j, doc in enumerate(step.apply):
             if placements.is_ocm(doc):
                 _check_ocm(doc, file, f"{where}: apply[{j}]")
@@ -161,6 +164,8 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
                     file, where, f"delete[{j}]: {shown} was never applied before this step"
                 )
             deletes.append(ref)
+            if d.kind == "Workload":
+                workload_objects.add(ref)
         keyed = [("finish", step.finish), ("podsReady", step.pods_ready)]
         for fld, keys in [*keyed, ("podsNotReady", step.pods_not_ready)]:
             for j, key in enumerate(keys):
@@ -172,7 +177,7 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
                         f"{fld}[{j}]: workload {key} was never applied before this step",
                     )
         usage = _expected_usage(step.expect, file, where)
-        prepared.append(_PreparedStep(step, apply, deletes, usage))
+        prepared.append(_PreparedStep(step, apply, deletes, usage, workload_objects))
     return objects, prepared
 
 
@@ -323,8 +328,14 @@ def _run_step(sim: _Simulation, ps: _PreparedStep, label: str) -> None:
     sim.placements.apply(ps.step.apply)
     for d in ps.step.delete:
         sim.placements.delete(d.kind, d.namespace, d.name)
-    for kind, namespace, name in ps.delete:
-        cluster.delete(kind, namespace, name, at)
+    for ref in ps.delete:
+        kind, namespace, name = ref
+        if ref in ps.workload_objects and namespace is not None:
+            again = cluster.delete_workload_object(namespace, name, at)
+            if again is not None:  # a job's Workload: its job gets a new one
+                sim.apply(again, at)
+        else:
+            cluster.delete(kind, namespace, name, at)
     for key in ps.step.finish:
         cluster.finish(key, at)
     checked: list[str] = []
