@@ -112,6 +112,25 @@ def test_a_prebuilt_workload_is_taken_by_its_job(engine: Engine) -> None:
     assert engine.workload("ns/j") is None
 
 
+def test_a_prebuilt_copy_deactivated_or_deleted_is_not_made_anew(engine: Engine) -> None:
+    """spec.active on the copy its job took acts on that copy; deleting it stops the job and
+    makes no new Workload (Kueue: ErrPrebuiltWorkloadNotFound)."""
+    _setup(engine, check=False)
+    containers = [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
+    wl = {"metadata": {"name": "j", "labels": {"kueue.x-k8s.io/multikueue-origin": "m"}},
+          "spec": {"queueName": "lq",
+                   "podSets": [{"name": "main", "count": 1,
+                                "template": {"spec": {"containers": containers}}}]}}  # fmt: skip
+    _create(engine, "Workload", wl, "ns")
+    _create(engine, "Job", _job("j", {"kueue.x-k8s.io/prebuilt-workload-name": "j"}), "ns")
+    engine.patch(BY_KIND["Workload"], "ns", "j", {"spec": {"active": False}})
+    w = engine.workload("ns/j")
+    assert w is not None and w.phase != Phase.ADMITTED and not w.workload.active
+    engine.delete(BY_KIND["Workload"], "ns", "j")
+    assert engine.workload("ns/j") is None
+    assert engine.get(BY_KIND["Job"], "ns", "j")["metadata"]["name"] == "j"
+
+
 def test_nomination_and_cluster_name_survive_a_restart(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'gpuaas.db'}"
     store = open_store(url)

@@ -86,6 +86,10 @@ class Lifecycle:
     def apply_workload(self, w: Workload, now: float) -> None:
         self.c.refresh_structure()
         old = self.c.workloads.get(w.key)
+        if old is not None and w.kind != "Workload" and not w.active_given and w.active:
+            # A job's update: its Workload's spec.active is the Workload's own (set on the
+            # Workload, or by Kueue's deactivation), which the job reconciler never touches.
+            w = w if old.workload.active else replace(w, active=False)
         if old is None:
             prio = self._resolve_priority(w)
             wl = WorkloadState(
@@ -152,9 +156,8 @@ class Lifecycle:
         if (
             old.deactivated_by_check
             and old.phase == Phase.INACTIVE
-            and w.kind == "Workload"
             and w.active
-            and w.active_given
+            and w.active_given  # written on the Workload (a job's own, too), never by a job
             and not old.workload.active
         ):
             # The user set spec.active back to true on a Workload Kueue deactivated (a Rejected

@@ -20,13 +20,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cluster import Cluster
-from gpuaas.core.objects import KueueObject, Workload
-from gpuaas.engine import documents, finalizers
+from gpuaas.engine import finalizers
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.engine.settling import SettlingLock
 from gpuaas.store import Ack, JsonDoc, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import NAMESPACE, WORKLOAD, Kind
-from gpuaas.vocab.multikueue import PREBUILT_WORKLOAD_LABEL
 
 if TYPE_CHECKING:
     from gpuaas.engine.engine import _Batch
@@ -49,18 +47,9 @@ class Deletion:
             self, kind: Kind, namespace: str | None, name: str, key: ObjectKey, verb: str
         ) -> ObjectRecord: ...
         def _reload_if_failed(self) -> None: ...
-        def _owner_record(self, rec: ObjectRecord) -> ObjectRecord | None: ...
-        def _put_derived(
-            self,
-            batch: _Batch,
-            wl: Workload,
-            owner: JsonDoc,
-            now: float,
-            *,
-            created: bool,
-            uid: str | None = None,
-        ) -> None: ...
-        def _apply(self, obj: KueueObject | None, now: float) -> None: ...
+        def _delete_job_workload(
+            self, old: ObjectRecord, namespace: str, name: str
+        ) -> tuple[JsonDoc, Ack]: ...
         def _settle(self, now: float, batch: _Batch) -> None: ...
         @staticmethod
         def _new_batch() -> _Batch: ...
@@ -184,30 +173,6 @@ class Deletion:
             self._cluster.delete("Workload", ns, key.name, now)
         elif kind is not WORKLOAD or not self._is_owned(key):
             self._cluster.delete(kind.kind, ns, key.name, now)
-
-    def _delete_job_workload(
-        self, old: ObjectRecord, namespace: str, name: str
-    ) -> tuple[JsonDoc, Ack]:
-        """A job's own Workload is deleted, not the job. As in Kueue, the job is stopped (its
-        pods go with the quota) and, unless it finished or names a prebuilt Workload (a
-        MultiKueue worker's copy), its reconciler creates a new Workload for it, with a new uid
-        and creation time, which queues afresh (``handleJobWithNoWorkload``)."""
-        now = self.clock()
-        batch = self._new_batch()
-        shown = old.doc
-        owner = self._owner_record(old)
-        again = self._cluster.delete_workload_object(namespace, name, now)
-        self._remove(batch, old.key, shown)
-        owner_kind = self._kind_of(owner.key) if owner is not None else None
-        if again is not None and owner is not None and owner_kind is not None:
-            labels = owner.doc["metadata"].get("labels") or {}
-            obj = None if PREBUILT_WORKLOAD_LABEL in labels else documents.parse(owner.doc)
-            if isinstance(obj, Workload):
-                documents.stamp_uid(obj, owner_kind, owner.doc["metadata"])
-                self._put_derived(batch, obj, owner.doc, now, created=True)
-                self._apply(obj, now)
-        self._settle(now, batch)
-        return shown, self._commit(batch)
 
     def _any_owned(self, items: Sequence[tuple[str | None, str]]) -> bool:
         return any(self._is_owned(self.key_of(WORKLOAD, ns, name)) for ns, name in items)

@@ -80,6 +80,9 @@ def preview_delete(engine: Engine, kind: Kind, namespace: str | None, name: str)
     """What a DELETE would answer, with nothing deleted (``dryRun=All``)."""
     with engine._lock:
         key = engine.key_of(kind, namespace, name)
+        owned = engine.objects.get(key) if kind.kind == "Workload" else None
+        if owned is not None and owned.internal.get("owner"):
+            return copy.deepcopy(owned.doc)  # a job's own Workload: deleted, then made anew
         old = engine._existing_unowned(kind, namespace, name, key, "delete")
         if finalizers.finalizers_of(old.doc) and not finalizers.terminating(old.doc):
             return finalizers.marked_for_deletion(old.doc, render.rfc3339(engine.clock()))

@@ -41,6 +41,7 @@ from gpuaas.engine.arrivals import Arrivals, Begun, Shared
 from gpuaas.engine.deletion import Deletion
 from gpuaas.engine.errors import AlreadyExists, Conflict, Invalid, NotFound, Unavailable
 from gpuaas.engine.job_watch import JobStatusFeed
+from gpuaas.engine.job_workload import JobWorkload
 from gpuaas.engine.multikueue import webhook
 from gpuaas.engine.observer import EngineObserver
 from gpuaas.engine.readmodel import ObjectIndex, ReadModel
@@ -81,7 +82,7 @@ class _Batch:
         self.changes: list[Change] = []
 
 
-class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
+class Engine(Restore, Updates, Deletion, JobWorkload, Arrivals, ReadModel):
     def __init__(
         self,
         store: Store,
@@ -447,6 +448,8 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
             )
             if "status" in old.doc:
                 doc["status"] = old.doc["status"]
+            if (old.doc.get("spec") or {}).get("active") is False:  # the Workload's own
+                doc["spec"]["active"] = False  # (engine.job_workload), not the job's
             wl.uid = str(meta.get("uid") or "")
             self._put(batch, old.replace(rv=rv, doc=doc), "MODIFIED")
             return
@@ -521,44 +524,57 @@ class Engine(Restore, Updates, Deletion, Arrivals, ReadModel):
         with self._lock:
             self._reload_if_failed()
             key = self.key_of(kind, namespace, name)
-            old = self._existing_unowned(kind, namespace, name, key, "change")
-            doc = documents.checked(kind, namespace, name, doc)
-            want_rv = doc["metadata"].get("resourceVersion")
-            if want_rv not in (None, "", old.doc["metadata"].get("resourceVersion")):
-                raise Conflict(
-                    f"{documents.describe(kind, namespace, name)}: the object has been modified "
-                    f"(resourceVersion {want_rv} is not the current "
-                    f"{old.doc['metadata'].get('resourceVersion')}); read it again and retry"
-                )
-            if kind is NAMESPACE:
-                doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
-            if kind.kind == "AdmissionCheck":  # its status (Active) stays what was written
-                doc.pop("status", None)
-                if "status" in old.doc:
-                    doc["status"] = old.doc["status"]
-            doc = admission_hooks.admit(self, kind, namespace, doc)
-            finalizers.on_update(kind, name, old.doc, doc)
-            old_meta = old.doc["metadata"]
-            changed = documents.spec_of(doc) != documents.spec_of(old.doc)
-            doc["metadata"].update(
-                uid=old_meta.get("uid"),
-                creationTimestamp=old_meta.get("creationTimestamp"),
-                generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
-                resourceVersion=old_meta.get("resourceVersion"),
-            )
-            doc.pop("status", None)
-            if "status" in old.doc:
-                doc["status"] = old.doc["status"]
-            if doc == old.doc:  # nothing changes: no write, no new resourceVersion
-                return self._shown(kind, old)
-            if finalizers.terminating(doc) and not finalizers.finalizers_of(doc):
-                fut = self._finalized(kind, key)
+            owned = self.objects.get(key) if kind is WORKLOAD else None
+            if owned is not None and owned.internal.get("owner"):
+                checked = documents.checked(kind, namespace, name, doc)
+                shown, fut = self._replace_job_workload(owned, checked)  # engine.job_workload
             else:
-                fut = self._replaced(kind, old, doc)
+                shown, fut = self._replace_locked(kind, namespace, name, key, doc)
+            if fut is None:  # nothing changes: no write, no new resourceVersion
+                return self._shown(kind, self.objects[key])
         self._wait(fut)
         with self._lock:
             current = self.objects.get(key)
-            return self._shown(kind, current) if current is not None else doc
+            return self._shown(kind, current) if current is not None else shown
+
+    def _replace_locked(
+        self, kind: Kind, namespace: str | None, name: str, key: ObjectKey, doc: JsonDoc
+    ) -> tuple[JsonDoc, Ack | None]:
+        """``replace`` of anything but a job's own Workload, under the lock: the new document
+        and its commit, or no commit when nothing changes."""
+        old = self._existing_unowned(kind, namespace, name, key, "change")
+        doc = documents.checked(kind, namespace, name, doc)
+        want_rv = doc["metadata"].get("resourceVersion")
+        if want_rv not in (None, "", old.doc["metadata"].get("resourceVersion")):
+            raise Conflict(
+                f"{documents.describe(kind, namespace, name)}: the object has been modified "
+                f"(resourceVersion {want_rv} is not the current "
+                f"{old.doc['metadata'].get('resourceVersion')}); read it again and retry"
+            )
+        if kind is NAMESPACE:
+            doc["metadata"].setdefault("labels", {})[_NS_LABEL] = name
+        if kind.kind == "AdmissionCheck":  # its status (Active) stays what was written
+            doc.pop("status", None)
+            if "status" in old.doc:
+                doc["status"] = old.doc["status"]
+        doc = admission_hooks.admit(self, kind, namespace, doc)
+        finalizers.on_update(kind, name, old.doc, doc)
+        old_meta = old.doc["metadata"]
+        changed = documents.spec_of(doc) != documents.spec_of(old.doc)
+        doc["metadata"].update(
+            uid=old_meta.get("uid"),
+            creationTimestamp=old_meta.get("creationTimestamp"),
+            generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
+            resourceVersion=old_meta.get("resourceVersion"),
+        )
+        doc.pop("status", None)
+        if "status" in old.doc:
+            doc["status"] = old.doc["status"]
+        if doc == old.doc:
+            return doc, None
+        if finalizers.terminating(doc) and not finalizers.finalizers_of(doc):
+            return doc, self._finalized(kind, key)
+        return doc, self._replaced(kind, old, doc)
 
     def _replaced(self, kind: Kind, old: ObjectRecord, doc: JsonDoc) -> Ack:
         obj = documents.parse(doc)
