@@ -14,14 +14,14 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpuaas.core import ocm
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.manifests import ManifestError, core_kind, parse_object_with_ref
-from gpuaas.core.objects import AdmissionCheck, KueueObject
+from gpuaas.core.objects import AdmissionCheck, KueueObject, Workload
 from gpuaas.core.quantity import format_quantity, parse_quantity
 from gpuaas.core.state import Phase
 from gpuaas.sim import placements
@@ -225,6 +225,16 @@ class _Simulation:
         self.placements = PlacementBook()  # OCM objects: their decisions, for expect.placements
 
     def apply(self, obj: KueueObject, now: float) -> None:
+        if isinstance(obj, Workload) and obj.kind == "Workload":
+            cur = self.cluster.workloads.get(obj.key)
+            if cur is not None and cur.workload.kind != "Workload":
+                # A Workload applied under a job's name is that job's own Workload: only its
+                # spec.active is the Workload's to set (as the server takes it); the rest is
+                # the job's.
+                if obj.active_given:
+                    own = replace(cur.workload, active=obj.active, active_given=True)
+                    self.cluster.apply(own, now)
+                return
         self.cluster.apply(obj, now)
         if isinstance(obj, AdmissionCheck):
             self.cluster.set_check_active(obj.name, True)  # the runner is its controller
