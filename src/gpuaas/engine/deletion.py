@@ -77,29 +77,42 @@ class Deletion:
             self._reload_if_failed()
             key = self.key_of(kind, namespace, name)
             owned = self.objects.get(key) if kind is WORKLOAD else None
-            if owned is not None and owned.internal.get("owner") and namespace is not None:
+            made_anew = owned is not None and bool(owned.internal.get("owner"))
+            if owned is not None and made_anew and namespace is not None:
+                # a job's own Workload: gone, and made anew for its job (engine.job_workload);
+                # the answer is the Workload deleted, not the one made after it
                 shown, fut = self._delete_job_workload(owned, namespace, name)
-                self._wait(fut)
-                return shown
-            old = self._existing_unowned(kind, namespace, name, key, "delete")
-            now = self.clock()
-            batch = self._new_batch()
-            shown = old.doc  # decoded once (each read of a record's doc decodes it anew)
-            if finalizers.terminating(shown):
-                return shown
-            if finalizers.finalizers_of(shown):
-                shown, fut = self._mark_deleted(kind, old, now, batch)
             else:
-                if kind is NAMESPACE:
-                    for k in [k for k in self.objects if k.namespace == name]:
-                        self._delete_one(batch, k, now)
-                self._delete_one(batch, key, now, shown)  # not decoded again for its change
-                self._settle(now, batch)
-                fut = self._commit(batch)
+                shown, maybe = self._delete_locked(kind, namespace, name, key)
+                if maybe is None:  # terminating already: nothing to write
+                    return shown
+                fut = maybe
         self._wait(fut)
+        if made_anew:
+            return shown
         with self._lock:
             current = self.objects.get(key)
             return current.doc if current is not None else shown
+
+    def _delete_locked(
+        self, kind: Kind, namespace: str | None, name: str, key: ObjectKey
+    ) -> tuple[JsonDoc, Ack | None]:
+        """``delete`` of anything but a job's own Workload, under the lock: the answer and its
+        commit (none for an object already terminating)."""
+        old = self._existing_unowned(kind, namespace, name, key, "delete")
+        now = self.clock()
+        batch = self._new_batch()
+        shown = old.doc  # decoded once (each read of a record's doc decodes it anew)
+        if finalizers.terminating(shown):
+            return shown, None
+        if finalizers.finalizers_of(shown):
+            return self._mark_deleted(kind, old, now, batch)
+        if kind is NAMESPACE:
+            for k in [k for k in self.objects if k.namespace == name]:
+                self._delete_one(batch, k, now)
+        self._delete_one(batch, key, now, shown)  # not decoded again for its change
+        self._settle(now, batch)
+        return shown, self._commit(batch)
 
     def delete_many(
         self, kind: Kind, items: Sequence[tuple[str | None, str]]
@@ -107,7 +120,9 @@ class Deletion:
         """``delete(kind, namespace, name)`` for each item, in order, waited for together: each
         answer, or what its delete raised. Namespaces (whose delete takes everything in them) are
         deleted one by one."""
-        if kind is NAMESPACE or len(items) == 1 or (kind is WORKLOAD and self._any_owned(items)):
+        with self._lock:  # a job's own Workload is made anew: one by one, as delete does
+            one_by_one = kind is WORKLOAD and self._any_owned(items)
+        if kind is NAMESPACE or len(items) == 1 or one_by_one:
             return [_answer(self.delete, kind, namespace, name) for namespace, name in items]
         out: list[JsonDoc | Exception | None] = [None] * len(items)
         gone: list[tuple[int, ObjectKey, JsonDoc]] = []  # removed: answered once stored
