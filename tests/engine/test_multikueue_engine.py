@@ -86,15 +86,19 @@ def test_a_job_elsewhere_is_left_alone(engine: Engine) -> None:
     assert "managedBy" not in job["spec"]
 
 
+def _manager_copy(name: str) -> dict[str, Any]:
+    """A manager's copy of a workload, as it reaches a worker before its Job."""
+    containers = [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
+    return {"metadata": {"name": name, "labels": {"kueue.x-k8s.io/multikueue-origin": "m"}},
+            "spec": {"queueName": "lq",
+                     "podSets": [{"name": "main", "count": 1,
+                                  "template": {"spec": {"containers": containers}}}]}}  # fmt: skip
+
+
 def test_a_prebuilt_workload_is_taken_by_its_job(engine: Engine) -> None:
     _setup(engine, check=False)
     # The manager's copy arrives first and reserves quota; then its Job, naming it.
-    containers = [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
-    wl = {"metadata": {"name": "j", "labels": {"kueue.x-k8s.io/multikueue-origin": "m"}},
-          "spec": {"queueName": "lq",
-                   "podSets": [{"name": "main", "count": 1,
-                                "template": {"spec": {"containers": containers}}}]}}  # fmt: skip
-    _create(engine, "Workload", wl, "ns")
+    _create(engine, "Workload", _manager_copy("j"), "ns")
     before = engine.workload("ns/j")
     assert before is not None and before.phase == Phase.ADMITTED
     prebuilt = {"kueue.x-k8s.io/prebuilt-workload-name": "j"}
@@ -116,12 +120,7 @@ def test_a_prebuilt_copy_deactivated_or_deleted_is_not_made_anew(engine: Engine)
     """spec.active on the copy its job took acts on that copy; deleting it stops the job and
     makes no new Workload (Kueue: ErrPrebuiltWorkloadNotFound)."""
     _setup(engine, check=False)
-    containers = [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]
-    wl = {"metadata": {"name": "j", "labels": {"kueue.x-k8s.io/multikueue-origin": "m"}},
-          "spec": {"queueName": "lq",
-                   "podSets": [{"name": "main", "count": 1,
-                                "template": {"spec": {"containers": containers}}}]}}  # fmt: skip
-    _create(engine, "Workload", wl, "ns")
+    _create(engine, "Workload", _manager_copy("j"), "ns")
     _create(engine, "Job", _job("j", {"kueue.x-k8s.io/prebuilt-workload-name": "j"}), "ns")
     engine.patch(BY_KIND["Workload"], "ns", "j", {"spec": {"active": False}})
     w = engine.workload("ns/j")
