@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,3 +117,14 @@ def apply_file(k: Kube, path: Path) -> None:
 
 def rows(text: str) -> list[list[str]]:
     return [line.split() for line in text.strip().splitlines()]
+
+
+def wait_for(check: Callable[[], object], what: str, timeout: float = 90.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)

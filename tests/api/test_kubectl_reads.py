@@ -12,13 +12,12 @@ import base64
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from kubectl_harness import KUBECTL, Kube, apply_file, rows, start_kube
+from kubectl_harness import KUBECTL, Kube, apply_file, rows, start_kube, wait_for
 from test_kubectl import REPO, SETUP
 from test_kubectl import kube as kube  # the fixture: a TLS server (no runtime) and kubectl
 
@@ -74,17 +73,6 @@ def create_job(k: Kube, doc: dict) -> None:
         ns = doc["metadata"]["namespace"]
         r = c.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=doc)
         assert r.status_code == 201, r.text
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90.0) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def pod_row(k: Kube, namespace: str, name: str, *args: str) -> list[str] | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kubectl_harness import Kube, start_kube
+from kubectl_harness import Kube, start_kube, wait_for
 
 from gpuaas.api.testing import ServerProcess
 
@@ -357,3 +357,28 @@ def _write(kube: Kube, name: str, text: str) -> str:
     path = kube.home / name
     path.write_text(text)
     return str(path)
+
+
+def test_a_jobs_own_workload_patched_inactive_and_deleted(kube: Kube) -> None:
+    """kubectl on a Job's own Workload, as on Kueue: a merge patch of spec.active stops it (no
+    longer Admitted) and starts it again; any other spec change is refused naming the Job; a
+    delete gives the Job a new Workload (new uid)."""
+    kube.out("apply", "-f", str(EXAMPLES / "004-jobs/setup.yaml"))
+    kube.out("apply", "-f", str(EXAMPLES / "004-jobs/team-a-job.yaml"))
+    wl = ("kwl", "team-a-job", "-n", "team-a")
+    admitted = "jsonpath={.status.conditions[?(@.type=='Admitted')].status}"
+    wait_for(lambda: kube.out("get", *wl, "-o", admitted) == "True", "team-a-job Admitted")
+    kube.out("patch", *wl, "--type", "merge", "-p", '{"spec":{"active":false}}')
+    assert kube.out("get", *wl, "-o", "jsonpath={.spec.active}") == "false"
+    assert kube.out("get", *wl, "-o", admitted) == "False"
+    refused = kube.run("patch", *wl, "--type", "merge", "-p", '{"spec":{"queueName":"x"}}',
+                       check=False)  # fmt: skip
+    assert refused.returncode == 1 and "is owned by its Job; only spec.active" in refused.stderr
+    kube.out("patch", *wl, "--type", "merge", "-p", '{"spec":{"active":true}}')
+    wait_for(lambda: kube.out("get", *wl, "-o", admitted) == "True", "team-a-job Admitted again")
+    uid = kube.out("get", *wl, "-o", "jsonpath={.metadata.uid}")
+    kube.out("delete", *wl)
+    assert kube.out("get", *wl, "-o", "jsonpath={.metadata.uid}") not in ("", uid)
+    assert kube.out("get", "job", "team-a-job", "-n", "team-a", "-o", "name") == (
+        "job.batch/team-a-job\n"
+    )
