@@ -220,3 +220,20 @@ def test_a_pass_reads_many_documents_at_once(engine: Engine) -> None:
     assert engine.get(WORKLOAD, "ns", "j")["spec"]["queueName"] == "lq"
     jobs = reads.read_docs(engine, [(BY_KIND["Job"], "ns/j")])
     assert jobs["ns/j"]["spec"]["managedBy"] == MK
+
+
+def test_the_prebuilt_name_is_read_from_the_annotation_first(engine: Engine) -> None:
+    """Kueue 0.19's MultiKueue names the copy in an annotation (WorkloadIdentifierAnnotations,
+    on by default since 0.18), read before the label: a Job from such a manager takes its copy."""
+    _setup(engine, check=False)
+    _create(engine, "Workload", _manager_copy("j"), "ns")
+    job = _job("j")
+    job["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "j"}
+    job["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] = "other"  # not read
+    _create(engine, "Job", job, "ns")
+    manifest = engine.source_manifest("ns/j")
+    assert manifest is not None and manifest["kind"] == "Job"
+    with pytest.raises(Invalid, match=r"metadata.annotations\[kueue.x-k8s.io/prebuilt-workload"):
+        bad = _job("k")
+        bad["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "x"}
+        _create(engine, "Job", bad, "ns")

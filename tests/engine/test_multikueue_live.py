@@ -116,8 +116,8 @@ def test_all_at_once_dispatch_runs_on_one_worker(clusters: Clusters) -> None:
     check = wl["status"]["admissionChecks"][0]
     assert check["state"] == "Ready" and f'admitted on "{chosen}"' in check["message"]
     assert "nominatedClusterNames" not in wl["status"]
-    # The chosen worker has the copy (origin label) and the Job (prebuilt label); the others
-    # have neither, once the hub removed them.
+    # The chosen worker has the copy (origin label) and the Job (prebuilt label and
+    # annotation); the others have neither, once the hub removed them.
     worker = client(c.workers[chosen])
     copy = copies(worker)["all-at-once"]
     assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
@@ -125,6 +125,8 @@ def test_all_at_once_dispatch_runs_on_one_worker(clusters: Clusters) -> None:
     remote_job = worker.get("/apis/batch/v1/namespaces/default/jobs/all-at-once").json()
     labels = remote_job["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/prebuilt-workload-name"] == "all-at-once"
+    annotations = remote_job["metadata"]["annotations"]  # as Kueue 0.18+ names it
+    assert annotations["kueue.x-k8s.io/prebuilt-workload-name"] == "all-at-once"
     assert "managedBy" not in remote_job["spec"]
     for name, w in c.workers.items():
         if name != chosen:

@@ -21,7 +21,7 @@ from gpuaas.engine.errors import Conflict, Invalid
 from gpuaas.engine.readmodel import ObjectIndex
 from gpuaas.store import Ack, JsonDoc, ObjectKey, ObjectRecord
 from gpuaas.vocab.kinds import Kind
-from gpuaas.vocab.multikueue import PREBUILT_WORKLOAD_LABEL
+from gpuaas.vocab.multikueue import prebuilt_workload_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,8 +66,7 @@ class JobWorkload:
         """The Workload the job derives now, with the job's uid (None for a prebuilt copy's
         job: MultiKueue made that Workload, not the job)."""
         kind = self._kind_of(owner.key)
-        labels = owner.doc["metadata"].get("labels") or {}
-        if kind is None or PREBUILT_WORKLOAD_LABEL in labels:
+        if kind is None or prebuilt_workload_name(owner.doc["metadata"]) is not None:
             return None
         obj = documents.parse(owner.doc)
         if not isinstance(obj, Workload):

@@ -29,7 +29,7 @@ from gpuaas.sim.admission import Admission
 from gpuaas.sim.files import FileFormatError, expand_paths
 from gpuaas.sim.placements import PlacementBook
 from gpuaas.sim.scenario import Expectation, Scenario, ScenarioError, Step, Time, load_scenarios
-from gpuaas.vocab.multikueue import PREBUILT_WORKLOAD_LABEL
+from gpuaas.vocab.multikueue import prebuilt_workload_name
 
 NAMESPACED_KINDS = frozenset({"Workload", "LocalQueue"})
 Ref = tuple[str, str | None, str]  # (core kind, namespace or None, name)
@@ -109,8 +109,8 @@ def _admitted(
     if admitted is None:
         return None, None, False
     obj, ref = _parse(admitted, file, where)
-    labels = (admitted.get("metadata") or {}).get("labels") or {}
-    if admitted.get("kind") != "Workload" and PREBUILT_WORKLOAD_LABEL in labels:
+    named = prebuilt_workload_name(admitted.get("metadata") or {})
+    if admitted.get("kind") != "Workload" and named is not None:
         # Kueue's job reconciler takes the Workload the label names as the job's own and makes
         # none (ensureOneWorkload): that Workload, applied as itself, is the one that queues.
         return None, None, False

@@ -22,6 +22,7 @@ CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 MANAGED_BY = CONTROLLER_NAME  # a Job's spec.managedBy when a MultiKueue manager runs it
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+PREBUILT_WORKLOAD_ANNOTATION = PREBUILT_WORKLOAD_LABEL  # the same key, as an annotation
 SECRET_KEY = "kubeconfig"  # MultiKueueConfigSecretKey
 DEFAULT_ORIGIN = "multikueue"
 DEFAULT_NAMESPACE = "kueue-system"
@@ -125,6 +126,21 @@ def runs_pods_here(manifest: Mapping[str, Any]) -> bool:
         return False
     labels = (manifest.get("metadata") or {}).get("labels") or {}
     return not is_worker_copy(str(manifest.get("kind")), labels)
+
+
+def prebuilt_workload_name(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The Workload a job names as its own, and where it is named (``metadata.annotations[...]``
+    or ``metadata.labels[...]``), or None. Kueue 0.19 reads the annotation first, then the
+    label (``PrebuiltWorkloadNameFor`` with WorkloadIdentifierAnnotations, on by default since
+    0.18), and its MultiKueue writes the annotation; older releases use the label."""
+    annotations = meta.get("annotations") or {}
+    name = annotations.get(PREBUILT_WORKLOAD_ANNOTATION)
+    if isinstance(name, str) and name:
+        return name, f"metadata.annotations[{PREBUILT_WORKLOAD_ANNOTATION}]"
+    name = (meta.get("labels") or {}).get(PREBUILT_WORKLOAD_LABEL)
+    if isinstance(name, str):
+        return name, f"metadata.labels[{PREBUILT_WORKLOAD_LABEL}]"
+    return None
 
 
 def is_worker_copy(kind: str, labels: Mapping[str, Any]) -> bool:

@@ -52,16 +52,17 @@ def workload_copy(local: JsonDoc, origin: str) -> JsonDoc:
 
 
 def job_copy(job: JsonDoc, workload: str, origin: str) -> JsonDoc:
-    """The Job Kueue's batch Job adapter creates on the worker: labelled with the prebuilt
-    Workload and the origin, without ``managedBy`` (the worker runs it)."""
+    """The Job Kueue's batch Job adapter creates on the worker: naming the prebuilt Workload
+    (as an annotation, as Kueue 0.18+ writes it, and as a label, which older workers read)
+    and labelled with the origin, without ``managedBy`` (the worker runs it)."""
     meta = job.get("metadata") or {}
     labels = dict(meta.get("labels") or {})
     labels[mk.PREBUILT_WORKLOAD_LABEL] = workload
     labels[mk.ORIGIN_LABEL] = origin
     spec = {k: v for k, v in (job.get("spec") or {}).items() if k != "managedBy"}
-    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels}
-    if meta.get("annotations"):
-        out_meta["annotations"] = dict(meta["annotations"])
+    annotations = {**(meta.get("annotations") or {}), mk.PREBUILT_WORKLOAD_ANNOTATION: workload}
+    out_meta: JsonDoc = {"name": meta["name"], "namespace": meta["namespace"], "labels": labels,
+                         "annotations": annotations}  # fmt: skip
     return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": out_meta,
             "spec": spec}  # fmt: skip
 

@@ -85,7 +85,7 @@ def default_managed_by(
     meta = doc.get("metadata") or {}
     labels = meta.get("labels") or {}
     queue = labels.get(_QUEUE_LABEL)
-    if not isinstance(queue, str) or mk.PREBUILT_WORKLOAD_LABEL in labels:
+    if not isinstance(queue, str) or mk.prebuilt_workload_name(meta) is not None:
         return
     spec = doc.get("spec")
     if not isinstance(spec, dict) or spec.get("managedBy"):
@@ -99,13 +99,12 @@ def prebuilt_workload(
 ) -> ObjectRecord | None:
     """The existing Workload a new job names with the prebuilt label, or None when it names
     none. Raises ``Invalid`` when the named Workload is not one this job can take."""
-    labels = (doc.get("metadata") or {}).get("labels") or {}
-    target = labels.get(mk.PREBUILT_WORKLOAD_LABEL)
-    if not kind.job or target is None:
+    named = mk.prebuilt_workload_name(doc.get("metadata") or {})
+    if not kind.job or named is None:
         return None
+    target, field = named
     name = str(doc["metadata"]["name"])
     where = f"{kind.kind} {namespace}/{name}"
-    field = f"metadata.labels[{mk.PREBUILT_WORKLOAD_LABEL}]"
     if target != name:
         raise Invalid(
             f"{where}: {field}: must name the job itself ({name}); gpuaas names a job's "
