@@ -12,6 +12,7 @@ import pytest
 
 from gpuaas.core.cluster import ApplyError, Cluster
 from gpuaas.core.decisions import Admit, CheckState, Deactivate, Evict, Release, Requeue, Reserve
+from gpuaas.core.objects import StopPolicy
 from gpuaas.core.state import CheckStateValue, Phase
 from gpuaas.testing.builders import ClusterQueueBuilder as CQ
 from gpuaas.testing.builders import WorkloadBuilder as WL
@@ -109,6 +110,66 @@ def test_inactive_check_makes_the_cluster_queue_inactive() -> None:
     ]
     c.set_check_active("prov", True)
     assert [type(d) for d in c.schedule(2)] == [Reserve]
+
+
+MK = "kueue.x-k8s.io/multikueue"
+
+
+@pytest.mark.parametrize(
+    ("flavors", "checks", "stopped", "want"),
+    [
+        pytest.param(
+            ["zeta", "default", "alpha"],
+            [],
+            False,
+            ("FlavorNotFound", "references missing ResourceFlavor(s): zeta,alpha"),
+            id="missing-flavors-in-spec-order",
+        ),
+        pytest.param(
+            [],
+            [("b", None), ("a", None), ("prov", "off")],
+            True,
+            (
+                "Stopped",
+                "is stopped, references missing AdmissionCheck(s): a,b, "
+                "references inactive AdmissionCheck(s): prov",
+            ),
+            id="stopped-first-then-all",
+        ),
+        pytest.param(
+            ["x"],
+            [("m2", MK), ("m1", MK)],
+            False,
+            (
+                "FlavorNotFound",
+                "references missing ResourceFlavor(s): x, Cannot use "
+                "multiple MultiKueue AdmissionChecks on the same ClusterQueue, found: "
+                "m1,m2",
+            ),
+            id="flavor-then-multikueue",
+        ),
+    ],
+)
+def test_an_inactive_cluster_queue_gives_every_reason_in_kueues_order(
+    flavors: list[str], checks: list[tuple[str, str | None]], stopped: bool, want: tuple[str, str]
+) -> None:
+    """Kueue's clusterQueue.inactiveReason: the first reason, every message joined (stopped,
+    missing flavors in the spec's order, missing, inactive and MultiKueue checks sorted)."""
+    c = Cluster()
+    c.apply(flavor("default"), 0)
+    cq = CQ("cq").group(*((f, {"cpu": "1"}) for f in flavors or ["default"]))
+    for name, controller in checks:
+        if controller is not None:
+            c.apply(admission_check(name, MK if controller == MK else "example.com/check"), 0)
+            c.set_check_active(name, controller == MK)
+        cq.checks(name)
+    spec = cq.obj()
+    if stopped:
+        spec.stop_policy = StopPolicy.HOLD
+    c.apply(spec, 0)
+    c.schedule(0)
+    state = c.cqs["cq"]
+    assert (state.inactive_code, state.inactive_reason) == want
 
 
 @pytest.mark.parametrize(

@@ -51,38 +51,47 @@ def applicable(spec: ClusterQueue, admission: Admission) -> list[str]:
     ]
 
 
-def inactive_reason(
+def inactive_reasons(
     spec: ClusterQueue, checks: Mapping[str, AdmissionCheck], is_active: Mapping[str, bool]
-) -> tuple[str, str] | None:
-    """Why the ClusterQueue's checks keep it inactive: Kueue's reason and message, or None."""
+) -> list[tuple[str, str]]:
+    """Every way the ClusterQueue's checks keep it inactive, each Kueue's reason and message
+    part, in Kueue's order (``clusterQueue.inactiveReason``): missing, inactive, more than one
+    MultiKueue check, a MultiKueue check per flavor. Names sorted, joined with ","."""
     names = [r.name for r in spec.admission_checks]
-    if not names:
-        return None
-    missing = [n for n in names if n not in checks]
+    out: list[tuple[str, str]] = []
+    missing = sorted(n for n in names if n not in checks)
     if missing:
-        return (
-            "AdmissionCheckNotFound",
-            f"references missing AdmissionCheck(s): {', '.join(missing)}",
+        out.append(
+            ("AdmissionCheckNotFound", f"references missing AdmissionCheck(s): {','.join(missing)}")
         )
-    inactive = [n for n in names if not is_active.get(n, False)]
+    inactive = sorted(n for n in names if n in checks and not is_active.get(n, False))
     if inactive:
-        return (
-            "AdmissionCheckInactive",
-            f"references inactive AdmissionCheck(s): {', '.join(inactive)}",
+        out.append(
+            (
+                "AdmissionCheckInactive",
+                f"references inactive AdmissionCheck(s): {','.join(inactive)}",
+            )
         )
-    # Kueue (pkg/cache/scheduler/clusterqueue.go) lists these sorted, joined with ",".
-    multi = sorted(n for n in names if checks[n].controller_name == MULTIKUEUE_CONTROLLER)
+    multi = sorted(
+        n for n in names if n in checks and checks[n].controller_name == MULTIKUEUE_CONTROLLER
+    )
     if len(multi) > 1:
-        return "MultipleMultiKueueAdmissionChecks", (
-            "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
-            f"found: {','.join(multi)}"
+        out.append(
+            (
+                "MultipleMultiKueueAdmissionChecks",
+                "Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, "
+                f"found: {','.join(multi)}",
+            )
         )
     per_flavor = sorted(r.name for r in spec.admission_checks if r.on_flavors and r.name in multi)
     if per_flavor:
-        return "MultiKueueAdmissionCheckAppliedPerFlavor", (
-            f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {','.join(per_flavor)}"
+        out.append(
+            (
+                "MultiKueueAdmissionCheckAppliedPerFlavor",
+                f"Cannot specify MultiKueue AdmissionCheck per flavor, found: {','.join(per_flavor)}",
+            )
         )
-    return None
+    return out
 
 
 def states_message(checks: Iterable[AdmissionCheckStatus], state: CheckStateValue) -> str:
@@ -248,6 +257,6 @@ __all__ = [
     "MULTIKUEUE_CONTROLLER",
     "CheckGate",
     "applicable",
-    "inactive_reason",
+    "inactive_reasons",
     "states_message",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuaas.core.cache import CQState
-from gpuaas.core.checks import inactive_reason
+from gpuaas.core.checks import inactive_reasons
 from gpuaas.core.objects import StopPolicy
 from gpuaas.core.quota import QuotaNode, quotas_of, recompute_tree
 
@@ -86,26 +86,30 @@ def rebuild(c: Cluster) -> None:
 
 
 def inactive_reason_of(c: Cluster, cq: CQState, cyclic: set[str]) -> tuple[str, str] | None:
-    """Why ``cq`` is inactive: Kueue's Active=False reason and a message, or None if active.
-    Terminating comes first, as in Kueue's ``inactiveReason``."""
+    """Why ``cq`` is inactive: Kueue's Active=False reason and message, or None if active.
+    Terminating alone, as in Kueue's ``inactiveReason``; otherwise every reason that holds, in
+    Kueue's order (stopped, missing flavors in the spec's order, the checks'), the first one's
+    reason and all their messages joined; a cohort cycle (Kueue keeps such a queue out of its
+    snapshot) comes last."""
     if cq.terminating:
         return "Terminating", "terminating"
-    missing = sorted(
-        {fq.name for rg in cq.spec.resource_groups for fq in rg.flavors} - set(c.flavors)
-    )
-    if missing:
-        return "FlavorNotFound", f"references missing ResourceFlavor(s): {', '.join(missing)}"
-    checks = inactive_reason(cq.spec, c.admission_checks, c._checks_active())
-    if checks:
-        return checks
+    why: list[tuple[str, str]] = []
     if cq.spec.stop_policy != StopPolicy.NONE:
-        return "Stopped", f"stopped (stopPolicy {cq.spec.stop_policy.value})"
+        why.append(("Stopped", "is stopped"))
+    flavors = [fq.name for rg in cq.spec.resource_groups for fq in rg.flavors]
+    missing = [name for name in flavors if name not in c.flavors]
+    if missing:
+        why.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {','.join(missing)}"))
+    why += inactive_reasons(cq.spec, c.admission_checks, c._checks_active())
     node = cq.node.parent
     while node is not None:
         if node.name in cyclic:
-            return "Unknown", f"cohort {node.name} is part of a cycle"
+            why.append(("Unknown", f"cohort {node.name} is part of a cycle"))
+            break
         node = node.parent
-    return None
+    if not why:
+        return None
+    return why[0][0], ", ".join(message for _, message in why)
 
 
 __all__ = ["inactive_reason_of", "rebuild"]
