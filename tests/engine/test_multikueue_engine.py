@@ -237,3 +237,40 @@ def test_the_prebuilt_name_is_read_from_the_annotation_first(engine: Engine) -> 
         bad = _job("k")
         bad["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "x"}
         _create(engine, "Job", bad, "ns")
+
+
+def test_a_prebuilt_copy_out_of_sync_with_its_job_is_finished(tmp_path: Path) -> None:
+    """Kueue's ensurePrebuiltWorkloadInSync: the Job asks for 3 pods, its copy for 1: the copy
+    finishes, reason OutOfSync, and gives its quota back, which a restart keeps; a matching Job
+    leaves its copy be."""
+    url = f"sqlite:///{tmp_path / 'gpuaas.db'}"
+    store = open_store(url)
+    engine = Engine(store)
+    _setup(engine, check=False)
+    _create(engine, "Workload", _manager_copy("j"), "ns")
+    _create(engine, "Workload", _manager_copy("k"), "ns")
+    wider = _job("j", {"kueue.x-k8s.io/prebuilt-workload-name": "j"})
+    wider["spec"]["parallelism"] = 3
+    _create(engine, "Job", wider, "ns")
+    _create(engine, "Job", _job("k", {"kueue.x-k8s.io/prebuilt-workload-name": "k"}), "ns")
+    j, k = engine.workload("ns/j"), engine.workload("ns/k")
+    assert j is not None and j.phase == Phase.FINISHED
+    assert k is not None and k.phase == Phase.ADMITTED
+    finished = next(
+        c for c in engine.get(BY_KIND["Workload"], "ns", "j")["status"]["conditions"]
+        if c["type"] == "Finished"
+    )  # fmt: skip
+    assert (finished["reason"], finished["message"]) == (
+        "OutOfSync",
+        "The prebuilt workload is out of sync with its user job",
+    )
+    engine.close()
+    store.close()
+    store = open_store(url)
+    again = Engine(store)
+    try:
+        status = again.get(BY_KIND["Workload"], "ns", "j")["status"]
+        assert next(c for c in status["conditions"] if c["type"] == "Finished") == finished
+    finally:
+        again.close()
+        store.close()

@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gpuaas.core import pending
+from gpuaas.core import pending, prebuilt
 from gpuaas.core.backoff import Backoff, BackoffStep, backoff_step
 from gpuaas.core.cache import CQState
 from gpuaas.core.checks import CheckGate
@@ -646,9 +646,26 @@ class Cluster:
         return pending.positions(self)
 
     # --- lifecycle (delegated) ------------------------------------------------------------
-    def finish(self, key: str, now: float, succeeded: bool = True) -> bool:
-        """The workload completed: release its quota; it stays listed as Finished."""
-        return self.life.finish(key, now, succeeded)
+    def finish(
+        self, key: str, now: float, succeeded: bool = True, reason: str = "", message: str = ""
+    ) -> bool:
+        """The workload completed: release its quota; it stays listed as Finished (``reason``
+        and ``message``: Kueue's Finished condition when not the job's own outcome)."""
+        return self.life.finish(key, now, succeeded, reason, message)
+
+    def sync_prebuilt(self, job: Workload, name: str, now: float) -> bool:
+        """A job names Workload ``name`` as its own (prebuilt): Kueue's
+        ``ensurePrebuiltWorkloadInSync`` finishes that Workload, reason OutOfSync, when the
+        job's podSets are not equivalent to it (``core.prebuilt``). True if it did."""
+        wl = self.workloads.get(f"{job.namespace}/{name}")
+        if wl is None or wl.phase == Phase.FINISHED:
+            return False
+        admitted = wl.phase in (Phase.ADMITTED, Phase.EVICTING)
+        if prebuilt.equivalent(job, wl.workload, ignore_tolerations=admitted):
+            return False
+        return self.life.finish(
+            wl.key, now, False, prebuilt.OUT_OF_SYNC, prebuilt.OUT_OF_SYNC_MESSAGE
+        )
 
     def confirm_stopped(self, key: str, now: float) -> None:
         """Live runtimes: the evicted workload's pods are gone; release quota and requeue it."""

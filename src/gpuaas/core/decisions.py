@@ -80,6 +80,9 @@ class Requeue(Decision):
 @dataclass(frozen=True, slots=True)
 class Finish(Decision):
     succeeded: bool
+    # Kueue's Finished reason and message when not a job's outcome (OutOfSync); "" for those
+    reason: str = ""
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -436,12 +436,14 @@ class Lifecycle:
         wl.usage = {}
         self.c.version += 1
 
-    def finish(self, key: str, now: float, succeeded: bool = True) -> bool:
+    def finish(
+        self, key: str, now: float, succeeded: bool = True, reason: str = "", message: str = ""
+    ) -> bool:
         wl = self.c.workloads.get(key)
         if wl is None or wl.phase == Phase.FINISHED:
             return False
         self._take_out(wl, now)
         wl.phase = Phase.FINISHED
-        self.emit(wl, Finish(key, now, succeeded))
+        self.emit(wl, Finish(key, now, succeeded, reason, message))
         self.c.version += 1
         return True

@@ -94,7 +94,7 @@ def _deactivate(wl: WorkloadState, d: Deactivate) -> bool:
 
 
 def _finish(wl: WorkloadState, d: Finish) -> bool:
-    reason, msg = finish_reason(d.succeeded)
+    reason, msg = (d.reason, d.message) if d.reason else finish_reason(d.succeeded)
     return wl.set_condition("Finished", "True", reason, msg, d.time)
 
 
@@ -175,7 +175,8 @@ def events(d: Decision, workloads: Mapping[str, WorkloadState]) -> list[Event]:
         msg = f"Requeued after eviction ({d.reason})"
         return [Event(now, "Normal", "Requeued", obj, msg, key)]
     if isinstance(d, Finish):
-        return [Event(now, "Normal", "Finished", obj, finish_reason(d.succeeded)[1], key)]
+        msg = d.message if d.reason else finish_reason(d.succeeded)[1]
+        return [Event(now, "Normal", "Finished", obj, msg, key)]
     if isinstance(d, CheckState):
         msg = f"Admission check {d.check} is {d.state}" + (f": {d.message}" if d.message else "")
         return [Event(now, "Normal", "AdmissionCheckUpdated", obj, msg, key)]

@@ -419,6 +419,9 @@ class Engine(Restore, Updates, Deletion, JobWorkload, Arrivals, ReadModel):
                     self._catch_up()
                 if prebuilt is None and not stopped:  # a stopped Notebook has no Workload
                     self._apply(obj, now)
+                elif prebuilt is not None and isinstance(obj, Workload):
+                    # Kueue's ensurePrebuiltWorkloadInSync: out of sync, the copy finishes
+                    self._cluster.sync_prebuilt(obj, prebuilt.key.name, now)
                 self._settle(now, batch)
                 fut = self._commit(batch)
                 shown = None

@@ -121,8 +121,11 @@ class Restore:
                     self._cluster.set_cluster_nomination(obj.key, nominated, cluster_name)
             else:
                 self._cluster.apply(obj, rec.created)
-                if phase == Phase.FINISHED:
-                    self._cluster.finish(obj.key, rec.created)
+                if phase == Phase.FINISHED:  # with its stored Finished reason and message
+                    conds = (doc.get("status") or {}).get("conditions") or []
+                    done: JsonDoc = next((c for c in conds if c.get("type") == "Finished"), {})
+                    reason, message = str(done.get("reason") or ""), str(done.get("message") or "")
+                    self._cluster.finish(obj.key, rec.created, reason != "Failed", reason, message)
             st = self._cluster.workloads.get(obj.key)
             if st is not None:
                 st.requeue_state_count = persisted.requeue_count_from_status(rec.doc)

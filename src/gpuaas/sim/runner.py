@@ -72,7 +72,7 @@ class RunReport:
 @dataclass(slots=True)
 class _PreparedStep:
     step: Step
-    apply: list[KueueObject]
+    apply: list[KueueObject | _Prebuilt]
     delete: list[Ref]
     usage: dict[str, dict[tuple[str, str], int]]  # expected CQ usage, parsed
     # deletes that name the Workload object itself (kind Workload): a job's is made again
@@ -97,9 +97,18 @@ def _parse(doc: dict[str, Any], file: str, where: str) -> tuple[KueueObject, Ref
     return obj, _ref_of(kind, namespace, name)
 
 
+@dataclass(frozen=True, slots=True)
+class _Prebuilt:
+    """A job that names an existing Workload as its own (prebuilt): it makes no Workload; its
+    apply checks that Workload against it (``Cluster.sync_prebuilt``)."""
+
+    job: Workload
+    name: str
+
+
 def _admitted(
     hooks: Admission, doc: dict[str, Any], file: str, where: str
-) -> tuple[KueueObject | None, Ref | None, bool]:
+) -> tuple[KueueObject | _Prebuilt | None, Ref | None, bool]:
     """The webhooks first (``sim.admission``): (object, its ref, whether it stops a Notebook);
     a HardwareProfile gives no object."""
     try:
@@ -110,10 +119,10 @@ def _admitted(
         return None, None, False
     obj, ref = _parse(admitted, file, where)
     named = prebuilt_workload_name(admitted.get("metadata") or {})
-    if admitted.get("kind") != "Workload" and named is not None:
+    if admitted.get("kind") != "Workload" and named is not None and isinstance(obj, Workload):
         # Kueue's job reconciler takes the Workload the label names as the job's own and makes
         # none (ensureOneWorkload): that Workload, applied as itself, is the one that queues.
-        return None, None, False
+        return _Prebuilt(obj, named[0]), None, False
     return obj, ref, stops
 
 
@@ -124,24 +133,26 @@ def _check_ocm(doc: dict[str, Any], file: str, where: str) -> None:
         raise ScenarioError(file, where, str(exc)) from None
 
 
-def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]:
+def prepare(scenario: Scenario) -> tuple[list[KueueObject | _Prebuilt], list[_PreparedStep]]:
     """Parse all objects; reject a finish or delete of something never applied before it."""
     file, label = scenario.file, f"scenario {scenario.name!r}"
     applied: set[Ref] = set()
-    objects: list[KueueObject] = []
+    objects: list[KueueObject | _Prebuilt] = []
     hooks = Admission()
     for j, doc in enumerate(scenario.objects):
         if placements.is_ocm(doc):  # OCM objects: sim.placements, never the core
             _check_ocm(doc, file, f"{label}: spec.objects[{j}]")
             continue
         obj, ref, stops = _admitted(hooks, doc, file, f"{label}: spec.objects[{j}]")
-        if obj is not None and ref is not None and not stops:
+        if isinstance(obj, _Prebuilt):
+            objects.append(obj)
+        elif obj is not None and ref is not None and not stops:
             objects.append(obj)
             applied.add(ref)
     prepared: list[_PreparedStep] = []
     for step in scenario.steps:
         where = f"{label}: step {step.index} (at {step.at})"
-        apply: list[KueueObject] = []
+        apply: list[KueueObject | _Prebuilt] = []
         deletes: list[Ref] = []
         workload_objects: set[Ref] = set()
         for j, doc in enumerate(step.apply):
@@ -149,6 +160,9 @@ def prepare(scenario: Scenario) -> tuple[list[KueueObject], list[_PreparedStep]]
                 _check_ocm(doc, file, f"{where}: apply[{j}]")
                 continue
             obj, ref, stops = _admitted(hooks, doc, file, f"{where}: apply[{j}]")
+            if isinstance(obj, _Prebuilt):
+                apply.append(obj)
+                continue
             if obj is None or ref is None:
                 continue
             if stops:  # a stopped Notebook: its Workload goes, if it was there
@@ -224,7 +238,10 @@ class _Simulation:
         self._seen_warnings: set[str] = set()
         self.placements = PlacementBook()  # OCM objects: their decisions, for expect.placements
 
-    def apply(self, obj: KueueObject, now: float) -> None:
+    def apply(self, obj: KueueObject | _Prebuilt, now: float) -> None:
+        if isinstance(obj, _Prebuilt):
+            self.cluster.sync_prebuilt(obj.job, obj.name, now)
+            return
         if isinstance(obj, Workload) and obj.kind == "Workload":
             cur = self.cluster.workloads.get(obj.key)
             if cur is not None and cur.workload.kind != "Workload":
