@@ -235,3 +235,20 @@ def stamp_uid(obj: KueueObject | None, kind: Kind, meta: JsonDoc) -> None:
             obj.job_uid = uid  # the Workload's own uid comes with its derived document
         else:
             obj.uid = uid
+
+
+def keep_identity(doc: JsonDoc, old: JsonDoc) -> None:
+    """An update of ``old`` to ``doc``, as kube-apiserver stores it: uid, creation time and
+    resourceVersion stay, generation counts a spec change, the status is the stored one
+    (written through the status subresource only). Used by a replace and its dry run."""
+    old_meta = old["metadata"]
+    changed = spec_of(doc) != spec_of(old)
+    doc["metadata"].update(
+        uid=old_meta.get("uid"),
+        creationTimestamp=old_meta.get("creationTimestamp"),
+        generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
+        resourceVersion=old_meta.get("resourceVersion"),
+    )
+    doc.pop("status", None)
+    if "status" in old:
+        doc["status"] = old["status"]

@@ -57,21 +57,11 @@ def preview(
             meta.pop("resourceVersion", None)
             doc.pop("status", None)
         else:
-            old_meta = old.doc["metadata"]
             want = meta.get("resourceVersion")
-            if want not in (None, "", old_meta.get("resourceVersion")):
+            if want not in (None, "", old.doc["metadata"].get("resourceVersion")):
                 raise Conflict(f"{documents.describe(kind, namespace, name or '')}: stale")
             finalizers.on_update(kind, meta["name"], old.doc, doc)
-            changed = documents.spec_of(doc) != documents.spec_of(old.doc)
-            meta.update(
-                uid=old_meta.get("uid"),
-                creationTimestamp=old_meta.get("creationTimestamp"),
-                generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
-                resourceVersion=old_meta.get("resourceVersion"),
-            )
-            doc.pop("status", None)
-            if "status" in old.doc:
-                doc["status"] = old.doc["status"]
+            documents.keep_identity(doc, old.doc)
         documents.parse(doc)
         return engine._shown(kind, old.replace(doc=doc)) if old is not None else doc
 

@@ -562,17 +562,7 @@ class Engine(Restore, Updates, Deletion, JobWorkload, Arrivals, ReadModel):
                 doc["status"] = old.doc["status"]
         doc = admission_hooks.admit(self, kind, namespace, doc)
         finalizers.on_update(kind, name, old.doc, doc)
-        old_meta = old.doc["metadata"]
-        changed = documents.spec_of(doc) != documents.spec_of(old.doc)
-        doc["metadata"].update(
-            uid=old_meta.get("uid"),
-            creationTimestamp=old_meta.get("creationTimestamp"),
-            generation=int(old_meta.get("generation", 1)) + (1 if changed else 0),
-            resourceVersion=old_meta.get("resourceVersion"),
-        )
-        doc.pop("status", None)
-        if "status" in old.doc:
-            doc["status"] = old.doc["status"]
+        documents.keep_identity(doc, old.doc)
         if doc == old.doc:
             return doc, None
         if finalizers.terminating(doc) and not finalizers.finalizers_of(doc):
